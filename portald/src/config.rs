@@ -1,0 +1,117 @@
+//! Daemon configuration and the limits every part of the daemon shares.
+//!
+//! Each limit is a constant with the reason for its value; [`Config`] carries
+//! what an operator may change (by flag or environment variable, see `main.rs`).
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Default idle output buffer of a reader thread: the most a PTY read returns
+/// in practice is ~20 KB and a pipe read 64 KiB (the pipe buffer), so 64 KiB
+/// never splits a read the kernel could have given at once.
+pub(crate) const READ_CHUNK_BYTES: usize = 64 << 10;
+
+/// Chunks in flight between a process's reader threads and its actor. At most
+/// 64 × 64 KiB = 4 MiB per process; when full the reader blocks, the kernel
+/// buffer fills and the program blocks on write (backpressure, no loss).
+pub(crate) const OUTPUT_QUEUE_CHUNKS: usize = 64;
+
+/// Requests queued to one actor. Callers wait when it is full, which only
+/// happens if a client floods one process; 64 absorbs bursts of parallel tools.
+pub(crate) const REQUEST_QUEUE: usize = 64;
+
+/// Live output events kept for subscribers of one process. A subscriber more
+/// than this many chunks behind is told it lagged and refills from the store,
+/// so a slow reader never stalls the process or grows memory.
+pub(crate) const BROADCAST_CHUNKS: usize = 1024;
+
+/// Input accepted but not yet written to a program. A program that never
+/// reads must not make the daemon buffer without bound; 32 MiB holds two
+/// maximal writes. Past it, writes fail with RESOURCE_EXHAUSTED.
+pub(crate) const STDIN_BACKLOG_BYTES: usize = 32 << 20;
+
+/// Largest stored record. Input writes are split into records of at most
+/// this size so that no single row (or read page) is huge.
+pub(crate) const MAX_RECORD_BYTES: usize = 64 << 10;
+
+/// Output bytes queued for the store across all processes. When the disk
+/// falls behind, actors wait for room, readers stop, programs block: the
+/// log is never dropped. 64 MiB is about a third of a second of SQLite's
+/// measured batched throughput (about 190 MB/s).
+pub(crate) const STORE_BACKLOG_BYTES: usize = 64 << 20;
+
+/// Upper bound of bytes written in one store transaction: keeps each commit
+/// short so flush barriers (reads) wait milliseconds, not seconds.
+pub(crate) const STORE_BATCH_BYTES: usize = 8 << 20;
+
+/// Default page of a read (data bytes before rendering): large enough for a
+/// screenful of logs many times over, small enough for an agent's context.
+pub(crate) const DEFAULT_READ_BYTES: u64 = 64 << 10;
+
+/// Hard cap of one read page; larger ranges are paged with the returned cursor.
+pub(crate) const MAX_READ_BYTES: u64 = 4 << 20;
+
+/// After the program itself exited, how long to wait for its output to reach
+/// EOF before the rest of its session (background jobs holding the terminal
+/// or pipes open) is killed. Output normally drains in microseconds.
+pub(crate) const EXIT_DRAIN_GRACE: Duration = Duration::from_secs(2);
+
+/// After killing what remained of the session, how long to wait for EOF
+/// before giving up on the streams (a descendant that escaped with setsid may
+/// hold them open forever). The process is then reported ended regardless.
+pub(crate) const EXIT_ABANDON_GRACE: Duration = Duration::from_secs(1);
+
+/// Default terminal size, what most programs assume when nothing says otherwise.
+pub(crate) const DEFAULT_ROWS: u16 = 24;
+/// Default terminal width.
+pub(crate) const DEFAULT_COLS: u16 = 80;
+/// Smallest accepted dimension: vt100 and many programs misbehave below 2.
+pub(crate) const MIN_TERM_DIM: u16 = 2;
+/// Largest accepted dimension: bigger screens are not a terminal anyone can
+/// show, and each cell costs memory in the screen model.
+pub(crate) const MAX_TERM_DIM: u16 = 1000;
+
+/// Longest idle timeout accepted (30 days); longer is a unit mistake.
+pub(crate) const MAX_IDLE_TIMEOUT: Duration = Duration::from_secs(30 * 24 * 3600);
+
+/// Operator settings of one daemon.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// Unix socket to listen on.
+    pub socket: PathBuf,
+    /// Directory of the database (created with mode 0700).
+    pub data_dir: PathBuf,
+    /// Most managed processes kept at once (running or finished, until cleanup).
+    pub max_processes: usize,
+    /// How long a process gets between SIGHUP/SIGTERM and SIGKILL at shutdown.
+    pub kill_grace: Duration,
+    /// Become a child subreaper and reap orphaned descendants.
+    pub subreaper: bool,
+}
+
+/// Default process limit: enough for a fleet of agents and their tools, low
+/// enough that a runaway loop of starts is stopped before the machine is.
+pub const DEFAULT_MAX_PROCESSES: usize = 4096;
+
+/// Default shutdown grace: long enough for shells and REPLs to exit cleanly.
+pub const DEFAULT_KILL_GRACE: Duration = Duration::from_secs(2);
+
+impl Config {
+    /// Settings with defaults for everything but the socket and data dir.
+    #[must_use]
+    pub fn new(socket: PathBuf, data_dir: PathBuf) -> Self {
+        Self {
+            socket,
+            data_dir,
+            max_processes: DEFAULT_MAX_PROCESSES,
+            kill_grace: DEFAULT_KILL_GRACE,
+            subreaper: true,
+        }
+    }
+
+    /// The database file inside the data directory.
+    #[must_use]
+    pub fn database(&self) -> PathBuf {
+        self.data_dir.join(portal_proto::paths::DATABASE_FILE)
+    }
+}

@@ -1,0 +1,225 @@
+//! The daemon's domain facade: what the gRPC layer calls.
+//!
+//! [`Daemon`] holds the registry, the store, the spawn bookkeeping and the
+//! shutdown tokens. Multi-step mutations (start, kill, cleanup) run in tracked
+//! tasks that the caller awaits, so a client that goes away mid-call never
+//! leaves half-applied state (a started process that is not registered, a
+//! cleanup that removed the entry but not the data).
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::config::Config;
+use crate::proc::actor::{self, ActorParts};
+use crate::proc::spawn::{self, SpawnedPids};
+use crate::proc::{
+    EndReason, ProcError, ProcFacts, ProcHandle, ProcId, ProcSpec, ProcStatus, Stdio,
+};
+use crate::registry::{ProcTarget, Registry};
+use crate::store::{NewProc, ProgramRecord, ProgramRow, StatusUpdate, Store};
+use crate::sys;
+
+/// The daemon's state.
+pub(crate) struct Daemon {
+    /// Settings.
+    pub(crate) config: Config,
+    /// The log.
+    pub(crate) store: Store,
+    /// Managed processes.
+    pub(crate) registry: Registry,
+    /// Pids spawned and not yet reaped.
+    pub(crate) pids: Arc<SpawnedPids>,
+    /// Every task the daemon starts.
+    pub(crate) tracker: TaskTracker,
+    /// Cancelling it shuts the daemon down.
+    pub(crate) shutdown: CancellationToken,
+    /// Wall-clock start, ns.
+    pub(crate) started_at_ns: i64,
+    /// Monotonic start.
+    pub(crate) started: std::time::Instant,
+}
+
+impl Daemon {
+    /// Runs `f` to completion in a tracked task, even if the caller goes away.
+    async fn detached<T, F>(self: &Arc<Self>, f: F) -> Result<T, ProcError>
+    where
+        T: Send + 'static,
+        F: Future<Output = Result<T, ProcError>> + Send + 'static,
+    {
+        self.tracker.spawn(f).await.map_err(|e| ProcError::Io {
+            id: ProcId(0),
+            op: "task",
+            source: std::io::Error::other(e.to_string()),
+        })?
+    }
+
+    /// Looks a process up and records client activity on it.
+    pub(crate) fn get(&self, target: &ProcTarget) -> Result<ProcHandle, ProcError> {
+        let handle = self.registry.get(target)?;
+        handle.shared.touch();
+        Ok(handle)
+    }
+
+    /// Starts a process.
+    pub(crate) async fn start(self: &Arc<Self>, spec: ProcSpec) -> Result<ProcHandle, ProcError> {
+        let this = Arc::clone(self);
+        self.detached(async move { this.start_inner(spec).await }).await
+    }
+
+    async fn start_inner(&self, spec: ProcSpec) -> Result<ProcHandle, ProcError> {
+        if self.shutdown.is_cancelled() {
+            return Err(ProcError::ShuttingDown);
+        }
+        let reservation = self.registry.reserve(spec.name.as_deref(), self.config.max_processes)?;
+        let (mode, size) = match spec.stdio {
+            Stdio::Pty(s) => ("pty", Some((s.rows, s.cols))),
+            Stdio::Pipes => ("pipes", None),
+        };
+        let env_json = serde_json::to_string(&spec.env).unwrap_or_else(|_| "{}".into());
+        let started_at_ns = sys::wall_ns();
+        let row = NewProc {
+            name: spec.name.clone(),
+            command: spec.command.clone(),
+            args: spec.args.clone(),
+            cwd: spec.cwd.to_string_lossy().into_owned(),
+            env_json,
+            mode,
+            size,
+            timeout_ms: spec
+                .idle_timeout
+                .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
+            started_at_ns,
+        };
+        let id = self.store.create_proc(row).await?;
+        let env = spawn::child_env(&spec, id, &self.config.socket);
+        let pids = Arc::clone(&self.pids);
+        let spawn_spec = spec.clone();
+        let spawned =
+            tokio::task::spawn_blocking(move || spawn::spawn(id, &spawn_spec, &env, &pids))
+                .await
+                .map_err(|e| ProcError::Io {
+                    id,
+                    op: "spawn",
+                    source: std::io::Error::other(e.to_string()),
+                })
+                .and_then(|r| r);
+        let spawned = match spawned {
+            Ok(s) => s,
+            Err(e) => {
+                // A failed start leaves nothing: no row, no process, no name.
+                if let Err(del) = self.store.delete(id).await {
+                    tracing::warn!(proc = %id, error = %del, "cannot remove the row of a failed start");
+                }
+                return Err(e);
+            }
+        };
+        let pid = spawned.pid;
+        tracing::info!(proc = %id, pid, command = %spec.command, "process started");
+        let update = StatusUpdate {
+            id,
+            pid,
+            status: "running",
+            exit_code: None,
+            exit_signal: None,
+            ended_at_ns: None,
+        };
+        if let Err(e) = self.store.update_status(update).await {
+            tracing::warn!(proc = %id, error = %e, "cannot record the pid");
+        }
+        let parts = ActorParts {
+            facts: ProcFacts { id, spec, pid, started_at_ns },
+            spawned,
+            store: self.store.clone(),
+            cancel: self.shutdown.child_token(),
+            kill_grace: self.config.kill_grace,
+        };
+        let handle = actor::start(parts, &self.tracker)?;
+        reservation.fill(handle.clone());
+        Ok(handle)
+    }
+
+    /// Kills a process tree and waits until it ended.
+    pub(crate) async fn kill(
+        self: &Arc<Self>,
+        target: &ProcTarget,
+    ) -> Result<ProcHandle, ProcError> {
+        let handle = self.get(target)?;
+        let h = handle.clone();
+        self.detached(async move { h.kill(EndReason::Killed).await }).await?;
+        Ok(handle)
+    }
+
+    /// Kills every running process; returns their ids.
+    pub(crate) async fn kill_all(self: &Arc<Self>) -> Result<Vec<ProcId>, ProcError> {
+        let running: Vec<ProcHandle> =
+            self.registry.list().into_iter().filter(|h| h.status().is_running()).collect();
+        self.detached(async move {
+            let kills = running.iter().map(|h| h.kill(EndReason::Killed));
+            let results = futures::future::join_all(kills).await;
+            let mut ids = Vec::new();
+            for (h, r) in running.iter().zip(results) {
+                match r {
+                    Ok(ProcStatus::Ended { reason: EndReason::Killed, .. }) => ids.push(h.id()),
+                    Ok(_) => {}
+                    Err(e) => tracing::warn!(proc = %h.id(), error = %e, "kill failed"),
+                }
+            }
+            Ok(ids)
+        })
+        .await
+    }
+
+    /// Forgets a finished process: registry entry, log and screen.
+    pub(crate) async fn cleanup(
+        self: &Arc<Self>,
+        target: &ProcTarget,
+    ) -> Result<ProcId, ProcError> {
+        let handle = self.registry.get(target)?;
+        if handle.status().is_running() {
+            return Err(ProcError::StillRunning(handle.id()));
+        }
+        let id = handle.id();
+        let this = Arc::clone(self);
+        self.detached(async move {
+            this.registry.remove(id);
+            this.store.delete(id).await?;
+            Ok(id)
+        })
+        .await
+    }
+
+    /// Looks a program up in the registry.
+    pub(crate) async fn program_query(
+        &self,
+        program: String,
+    ) -> Result<Option<ProgramRow>, ProcError> {
+        Ok(self.store.read(move |c| crate::store::load_program(c, &program)).await?)
+    }
+
+    /// Records a registry conclusion.
+    pub(crate) async fn program_record(
+        self: &Arc<Self>,
+        program: String,
+        needs_pty: bool,
+        notes: Option<String>,
+    ) -> Result<ProgramRow, ProcError> {
+        let store = self.store.clone();
+        let rec = ProgramRecord { program, needs_pty, notes, at_ns: sys::wall_ns() };
+        self.detached(async move { Ok(store.record_program(rec).await?) }).await
+    }
+
+    /// Socket path.
+    pub(crate) fn socket(&self) -> PathBuf {
+        self.config.socket.clone()
+    }
+
+    /// Counts of processes: (all, running).
+    pub(crate) fn counts(&self) -> (usize, usize) {
+        let all = self.registry.list();
+        let running = all.iter().filter(|h| h.status().is_running()).count();
+        (all.len(), running)
+    }
+}

@@ -1,0 +1,21 @@
+//! Only the daemon's own user may talk to it: the peer's uid (from
+//! `SO_PEERCRED`, which tonic exposes as [`UdsConnectInfo`]) must equal the
+//! daemon's. Missing credentials fail closed.
+
+use tonic::transport::server::UdsConnectInfo;
+use tonic::{Request, Status};
+
+/// Interceptor applied to every call.
+pub(crate) fn check_peer(req: Request<()>) -> Result<Request<()>, Status> {
+    let me = portal_proto::paths::uid();
+    let peer = req.extensions().get::<UdsConnectInfo>().and_then(|i| i.peer_cred).map(|c| c.uid());
+    match peer {
+        Some(uid) if uid == me => Ok(req),
+        Some(uid) => Err(Status::permission_denied(format!(
+            "peer uid {uid} is not the daemon's uid {me}; each user runs their own portald"
+        ))),
+        None => {
+            Err(Status::permission_denied("peer credentials are unavailable; refusing the call"))
+        }
+    }
+}

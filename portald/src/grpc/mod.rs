@@ -1,0 +1,228 @@
+//! The gRPC service: one short function per rpc that converts the request,
+//! calls the [`Daemon`], and converts the answer. No decisions are made here.
+//!
+//! Activity: every rpc that names a process (all but GetInfo, List, KillAll,
+//! the registry and Shutdown) counts as client activity for its idle timeout.
+
+pub(crate) mod auth;
+pub(crate) mod convert;
+pub(crate) mod status;
+
+use std::pin::Pin;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use futures::Stream;
+use portal_proto::v1 as pb;
+use portal_proto::v1::portal_server::Portal;
+use tonic::{Request, Response, Status};
+
+use crate::daemon::Daemon;
+use crate::proc::signal;
+use crate::reads::{self, FollowItem};
+
+/// The service, holding the daemon.
+#[derive(Clone)]
+pub(crate) struct PortalService {
+    daemon: Arc<Daemon>,
+}
+
+impl PortalService {
+    /// Wraps the daemon.
+    pub(crate) fn new(daemon: Arc<Daemon>) -> Self {
+        Self { daemon }
+    }
+}
+
+type Reply<T> = Result<Response<T>, Status>;
+
+fn ok<T>(v: T) -> Reply<T> {
+    Ok(Response::new(v))
+}
+
+#[tonic::async_trait]
+impl Portal for PortalService {
+    async fn get_info(&self, _: Request<pb::GetInfoRequest>) -> Reply<pb::GetInfoResponse> {
+        let d = &self.daemon;
+        let (all, running) = d.counts();
+        ok(pb::GetInfoResponse {
+            daemon_version: env!("CARGO_PKG_VERSION").into(),
+            protocol_version: portal_proto::PROTOCOL_VERSION,
+            pid: std::process::id(),
+            socket: d.socket().to_string_lossy().into_owned(),
+            database: d.config.database().to_string_lossy().into_owned(),
+            started_at_ns: d.started_at_ns,
+            uptime_ms: u64::try_from(d.started.elapsed().as_millis()).unwrap_or(u64::MAX),
+            processes: u32::try_from(all).unwrap_or(u32::MAX),
+            running: u32::try_from(running).unwrap_or(u32::MAX),
+        })
+    }
+
+    async fn start(&self, req: Request<pb::StartRequest>) -> Reply<pb::Process> {
+        let spec = convert::start_spec(req.into_inner())?;
+        let handle = self.daemon.start(spec).await?;
+        ok(convert::process_pb(&handle))
+    }
+
+    async fn list(&self, _: Request<pb::ListRequest>) -> Reply<pb::ListResponse> {
+        let processes = self.daemon.registry.list().iter().map(convert::process_pb).collect();
+        ok(pb::ListResponse { processes })
+    }
+
+    async fn inspect(&self, req: Request<pb::InspectRequest>) -> Reply<pb::Process> {
+        let handle = self.daemon.get(&convert::target(req.get_ref().proc.as_ref())?)?;
+        ok(convert::process_pb(&handle))
+    }
+
+    async fn read(&self, req: Request<pb::ReadRequest>) -> Reply<pb::ReadResponse> {
+        let req = req.into_inner();
+        let target = convert::target(req.proc.as_ref())?;
+        let spec = convert::read_spec(&req)?;
+        let handle = self.daemon.get(&target)?;
+        let streams = spec.streams.clone();
+        let result = reads::read(&handle, &self.daemon.store, spec).await?;
+        ok(convert::read_pb(&streams, result))
+    }
+
+    async fn write(&self, req: Request<pb::WriteRequest>) -> Reply<pb::WriteResponse> {
+        let req = req.into_inner();
+        let handle = self.daemon.get(&convert::target(req.proc.as_ref())?)?;
+        if req.data.len() > portal_proto::MAX_WRITE_BYTES {
+            return Err(convert::InvalidRequest {
+                field: "data".into(),
+                reason: format!(
+                    "is {} bytes; split writes above {} bytes",
+                    req.data.len(),
+                    portal_proto::MAX_WRITE_BYTES
+                ),
+            }
+            .into());
+        }
+        let written = req.data.len() as u64;
+        let data: Bytes = req.data;
+        let stdin_offset = handle.write(data).await?;
+        ok(pb::WriteResponse { written, stdin_offset })
+    }
+
+    async fn close_stdin(
+        &self,
+        req: Request<pb::CloseStdinRequest>,
+    ) -> Reply<pb::CloseStdinResponse> {
+        let handle = self.daemon.get(&convert::target(req.get_ref().proc.as_ref())?)?;
+        handle.close_stdin().await?;
+        ok(pb::CloseStdinResponse {})
+    }
+
+    async fn signal(&self, req: Request<pb::SignalRequest>) -> Reply<pb::SignalResponse> {
+        let req = req.into_inner();
+        let target = convert::target(req.proc.as_ref())?;
+        let sig = signal::parse(&req.signal).map_err(|e| convert::InvalidRequest {
+            field: "signal".into(),
+            reason: e.to_string(),
+        })?;
+        let handle = self.daemon.get(&target)?;
+        handle.signal(sig).await?;
+        ok(pb::SignalResponse { signal: sig, name: signal::name(sig) })
+    }
+
+    async fn kill(&self, req: Request<pb::KillRequest>) -> Reply<pb::Process> {
+        let handle = self.daemon.kill(&convert::target(req.get_ref().proc.as_ref())?).await?;
+        ok(convert::process_pb(&handle))
+    }
+
+    async fn kill_all(&self, _: Request<pb::KillAllRequest>) -> Reply<pb::KillAllResponse> {
+        let killed = self.daemon.kill_all().await?.into_iter().map(|id| id.0).collect();
+        ok(pb::KillAllResponse { killed })
+    }
+
+    async fn clear(&self, req: Request<pb::ClearRequest>) -> Reply<pb::ClearResponse> {
+        let handle = self.daemon.get(&convert::target(req.get_ref().proc.as_ref())?)?;
+        let starts = handle.clear().await?;
+        let all = crate::proc::StreamId::ALL;
+        ok(pb::ClearResponse { history_start: Some(convert::cursor_pb(&all, starts)) })
+    }
+
+    async fn cleanup(&self, req: Request<pb::CleanupRequest>) -> Reply<pb::CleanupResponse> {
+        let id = self.daemon.cleanup(&convert::target(req.get_ref().proc.as_ref())?).await?;
+        ok(pb::CleanupResponse { id: id.0 })
+    }
+
+    async fn screen(&self, req: Request<pb::ScreenRequest>) -> Reply<pb::ScreenSnapshot> {
+        let req = req.into_inner();
+        let handle = self.daemon.get(&convert::target(req.proc.as_ref())?)?;
+        let current = handle.published().size;
+        if let (Some(resize), Some(current)) = (req.resize.as_ref(), current) {
+            let size = convert::term_size("resize", Some(resize), current)?;
+            if size != current {
+                handle.resize(size).await?;
+            }
+        }
+        let snap = handle.snapshot().await?;
+        ok(convert::snapshot_pb(&handle, snap))
+    }
+
+    type FollowStream = Pin<Box<dyn Stream<Item = Result<pb::FollowEvent, Status>> + Send>>;
+
+    async fn follow(&self, req: Request<pb::FollowRequest>) -> Reply<Self::FollowStream> {
+        let req = req.into_inner();
+        let target = convert::target(req.proc.as_ref())?;
+        let streams = convert::streams(&req.streams)?;
+        let from = convert::follow_from(&req)?;
+        let handle = self.daemon.get(&target)?;
+        let d = &self.daemon;
+        let rx = reads::follow(
+            handle.clone(),
+            d.store.clone(),
+            streams,
+            from,
+            d.shutdown.clone(),
+            &d.tracker,
+        );
+        let events = tokio_stream::wrappers::ReceiverStream::new(rx);
+        let stream = futures::StreamExt::map(events, move |item| {
+            let event = match item? {
+                FollowItem::Output(r) => pb::follow_event::Event::Output(convert::record_pb(r)),
+                FollowItem::Gap { stream, offset, length } => {
+                    pb::follow_event::Event::Gap(pb::Record {
+                        stream: convert::stream_pb(stream).into(),
+                        offset,
+                        length,
+                        ts_ns: 0,
+                        data: Bytes::new(),
+                    })
+                }
+                FollowItem::Ended => pb::follow_event::Event::Exited(convert::process_pb(&handle)),
+            };
+            Ok(pb::FollowEvent { event: Some(event) })
+        });
+        ok(Box::pin(stream))
+    }
+
+    async fn program_query(&self, req: Request<pb::ProgramQueryRequest>) -> Reply<pb::Program> {
+        let program = convert::canonical_program("program", &req.get_ref().program)?;
+        let row = self.daemon.program_query(program.clone()).await?;
+        ok(convert::program_pb(program, row))
+    }
+
+    async fn program_record(&self, req: Request<pb::ProgramRecordRequest>) -> Reply<pb::Program> {
+        let req = req.into_inner();
+        let program = convert::canonical_program("program", &req.program)?;
+        if let Some(notes) = &req.notes
+            && notes.contains('\0')
+        {
+            return Err(convert::InvalidRequest {
+                field: "notes".into(),
+                reason: "contains a NUL byte".into(),
+            }
+            .into());
+        }
+        let row = self.daemon.program_record(program.clone(), req.needs_pty, req.notes).await?;
+        ok(convert::program_pb(program, Some(row)))
+    }
+
+    async fn shutdown(&self, _: Request<pb::ShutdownRequest>) -> Reply<pb::ShutdownResponse> {
+        tracing::info!("shutdown requested by a client");
+        self.daemon.shutdown.cancel();
+        ok(pb::ShutdownResponse {})
+    }
+}

@@ -1,0 +1,101 @@
+//! The one mapping from domain errors to gRPC status codes.
+//!
+//! Codes are chosen by what the client should do next: `UNAVAILABLE` = retry
+//! (the daemon is going away), `FAILED_PRECONDITION` = not until the state
+//! changes, `INVALID_ARGUMENT` = change the request. The match has no
+//! wildcard, so a new error variant forces a decision here.
+
+use tonic::{Code, Status};
+
+use super::convert::InvalidRequest;
+use crate::proc::ProcError;
+use crate::store::StoreError;
+
+
+/// The code for each domain error.
+pub(crate) fn code(err: &ProcError) -> Code {
+    match err {
+        ProcError::NotFound(_) | ProcError::NameNotFound(_) => Code::NotFound,
+        ProcError::NameTaken(_) => Code::AlreadyExists,
+        ProcError::Spawn { .. } => Code::InvalidArgument,
+        ProcError::NotRunning { .. }
+        | ProcError::StillRunning(_)
+        | ProcError::NotPty(_)
+        | ProcError::StdinClosed(_) => Code::FailedPrecondition,
+        ProcError::OffsetPastEnd { .. } => Code::OutOfRange,
+        ProcError::TooMany { .. } | ProcError::InputBacklog { .. } => Code::ResourceExhausted,
+        ProcError::ShuttingDown => Code::Unavailable,
+        ProcError::Gone(_) | ProcError::Io { .. } | ProcError::Store(_) => Code::Internal,
+    }
+}
+
+impl From<ProcError> for Status {
+    fn from(err: ProcError) -> Self {
+        let code = code(&err);
+        let mut msg = portal_proto::client::error_chain(&err);
+        if code == Code::Internal {
+            tracing::error!(error = %msg, "internal error");
+            msg.push_str(" (see the portald log)");
+        }
+        Self::new(code, msg)
+    }
+}
+
+impl From<InvalidRequest> for Status {
+    fn from(err: InvalidRequest) -> Self {
+        Self::invalid_argument(err.to_string())
+    }
+}
+
+impl From<StoreError> for Status {
+    fn from(err: StoreError) -> Self {
+        ProcError::Store(err).into()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::proc::ProcId;
+
+    #[test]
+    fn every_variant_has_the_intended_code() {
+        let io = || std::io::Error::other("x");
+        let cases: Vec<(ProcError, Code)> = vec![
+            (ProcError::NotFound(3), Code::NotFound),
+            (ProcError::NameNotFound("a".into()), Code::NotFound),
+            (ProcError::NameTaken("a".into()), Code::AlreadyExists),
+            (ProcError::NotRunning { id: ProcId(1), status: "exited" }, Code::FailedPrecondition),
+            (ProcError::StillRunning(ProcId(1)), Code::FailedPrecondition),
+            (ProcError::NotPty(ProcId(1)), Code::FailedPrecondition),
+            (ProcError::StdinClosed(ProcId(1)), Code::FailedPrecondition),
+            (ProcError::Spawn { program: "x".into(), reason: "y".into() }, Code::InvalidArgument),
+            (ProcError::TooMany { limit: 1 }, Code::ResourceExhausted),
+            (
+                ProcError::InputBacklog { id: ProcId(1), pending: 1, limit: 1 },
+                Code::ResourceExhausted,
+            ),
+            (
+                ProcError::OffsetPastEnd { id: ProcId(1), stream: "stdout", offset: 9, end: 1 },
+                Code::OutOfRange,
+            ),
+            (ProcError::ShuttingDown, Code::Unavailable),
+            (ProcError::Gone(ProcId(1)), Code::Internal),
+            (ProcError::Io { id: ProcId(1), op: "x", source: io() }, Code::Internal),
+            (ProcError::Store(StoreError::Closed), Code::Internal),
+        ];
+        for (err, want) in cases {
+            let msg = err.to_string();
+            let status = Status::from(err);
+            assert_eq!(status.code(), want, "{msg}");
+            assert!(status.message().starts_with(&msg), "{}", status.message());
+        }
+    }
+
+    #[test]
+    fn messages_name_the_thing() {
+        assert_eq!(Status::from(ProcError::NotFound(12)).message(), "no process with id 12");
+        let s = Status::from(InvalidRequest { field: "cwd".into(), reason: "is relative".into() });
+        assert_eq!((s.code(), s.message()), (Code::InvalidArgument, "invalid cwd: is relative"));
+    }
+}

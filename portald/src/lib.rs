@@ -1,0 +1,46 @@
+//! `portald`: Portal's daemon, as a library (the binary in `main.rs` is thin,
+//! and tests run the daemon in-process).
+//!
+//! It starts programs on PTYs or pipes and keeps them running across client
+//! restarts, logs every byte in and out to SQLite, keeps a live terminal
+//! screen per PTY program, and serves all of it over gRPC on a Unix socket.
+//!
+//! Crate map:
+//! - [`server`]: [`bind`] (directories, lock, database, socket) and [`serve`]
+//!   (the gRPC server and the shutdown order).
+//! - `grpc`: the service; wire ⇄ domain conversion and validation; the one
+//!   error → status table; the peer-uid check.
+//! - `daemon`: the domain facade the service calls.
+//! - `registry`: id/name → process handle.
+//! - `proc`: one actor per managed process (`proc::actor`), spawning and
+//!   I/O threads (`proc::spawn`), signals.
+//! - `reads`: paged reads and follow streams.
+//! - `screen`: the vt100 screen on its own thread. `ansi`: text rendering.
+//! - `store`: the SQLite writer thread, schema and range reads.
+//! - `sys`: every `unsafe` libc call.
+//! - [`config`]: limits and settings.
+#![deny(clippy::print_stdout, clippy::print_stderr)]
+
+mod ansi;
+pub mod config;
+mod daemon;
+mod grpc;
+mod proc;
+mod reads;
+mod registry;
+mod screen;
+pub mod server;
+mod store;
+mod sys;
+
+pub use config::Config;
+pub use server::{Listener, StartError, bind, run, serve};
+
+/// Detaches the daemon from whoever started it: a new session, so it has no
+/// controlling terminal and survives the client and its terminal.
+///
+/// # Errors
+/// When `setsid` fails (the process already leads a group).
+pub fn detach() -> std::io::Result<()> {
+    sys::setsid()
+}

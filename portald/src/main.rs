@@ -1,0 +1,120 @@
+//! The `portald` binary: arguments, logging, signals, then [`portald::run`].
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::Parser;
+use portal_proto::launch::EXIT_ALREADY_RUNNING;
+use portal_proto::paths;
+use tokio_util::sync::CancellationToken;
+
+/// Portal's daemon: runs interactive programs on PTYs or pipes for agents and
+/// people, logs all their I/O to SQLite and serves gRPC on a Unix socket.
+#[derive(Debug, Parser)]
+#[command(version, about)]
+struct Args {
+    /// Unix socket to listen on [default: $XDG_RUNTIME_DIR/portal/portald.sock, else /tmp/portal-$UID/portald.sock]
+    #[arg(long, env = paths::ENV_SOCKET)]
+    socket: Option<PathBuf>,
+    /// Directory of the database and the daemon log [default: $XDG_STATE_HOME/portal]
+    #[arg(long, env = paths::ENV_DATA_DIR)]
+    data_dir: Option<PathBuf>,
+    /// Log filter (tracing EnvFilter syntax, e.g. `info`, `portald=debug`)
+    #[arg(long, env = paths::ENV_LOG, default_value = "info")]
+    log: String,
+    /// Append logs to this file instead of stderr (default with --detach: <data-dir>/portald.log)
+    #[arg(long)]
+    log_file: Option<PathBuf>,
+    /// Leave the caller's session (for auto-start by clients); logs go to a file
+    #[arg(long)]
+    detach: bool,
+    /// Most managed processes kept at once
+    #[arg(long, default_value_t = portald::config::DEFAULT_MAX_PROCESSES)]
+    max_processes: usize,
+    /// Milliseconds between SIGHUP/SIGTERM and SIGKILL for processes at shutdown
+    #[arg(long, default_value_t = 2000)]
+    kill_grace_ms: u64,
+}
+
+fn init_logging(args: &Args, data_dir: &std::path::Path) -> anyhow::Result<()> {
+    let filter = tracing_subscriber::EnvFilter::try_new(&args.log)
+        .map_err(|e| anyhow::anyhow!("invalid log filter {:?}: {e}", args.log))?;
+    let file = args
+        .log_file
+        .clone()
+        .or_else(|| args.detach.then(|| data_dir.join(paths::DAEMON_LOG_FILE)));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter);
+    match file {
+        Some(path) => {
+            if let Some(dir) = path.parent() {
+                std::fs::create_dir_all(dir)?;
+            }
+            let f = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&path)
+                .map_err(|e| anyhow::anyhow!("cannot open log file {}: {e}", path.display()))?;
+            builder.with_ansi(false).with_writer(std::sync::Mutex::new(f)).init();
+        }
+        None => builder.with_writer(std::io::stderr).init(),
+    }
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    let socket = args.socket.clone().unwrap_or_else(paths::socket_path);
+    let data_dir = args.data_dir.clone().unwrap_or_else(paths::data_dir);
+    if args.detach {
+        // Failing means we already lead a session; that is detached enough.
+        let _ = portald::detach();
+        let _ = std::env::set_current_dir("/");
+    }
+    if let Err(e) = init_logging(&args, &data_dir) {
+        // No logger yet: stderr is the only place to say it.
+        #[allow(clippy::print_stderr, reason = "logging is not set up")]
+        {
+            eprintln!("portald: {e:#}");
+        }
+        return ExitCode::FAILURE;
+    }
+    let mut config = portald::Config::new(socket, data_dir);
+    config.max_processes = args.max_processes;
+    config.kill_grace = Duration::from_millis(args.kill_grace_ms);
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            tracing::error!(error = %e, "cannot start the async runtime");
+            return ExitCode::FAILURE;
+        }
+    };
+    runtime.block_on(async move {
+        let shutdown = CancellationToken::new();
+        let token = shutdown.clone();
+        tokio::spawn(async move {
+            use tokio::signal::unix::{SignalKind, signal};
+            let (Ok(mut term), Ok(mut int)) = (signal(SignalKind::terminate()), signal(SignalKind::interrupt()))
+            else {
+                tracing::error!("cannot install SIGTERM/SIGINT handlers");
+                return;
+            };
+            tokio::select! {
+                _ = term.recv() => tracing::info!("SIGTERM"),
+                _ = int.recv() => tracing::info!("SIGINT"),
+            }
+            token.cancel();
+        });
+        match portald::run(&config, shutdown).await {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(portald::StartError::AlreadyRunning { socket }) => {
+                tracing::info!(socket = %socket.display(), "another portald is already running; exiting");
+                ExitCode::from(u8::try_from(EXIT_ALREADY_RUNNING).unwrap_or(1))
+            }
+            Err(portald::StartError::Failed(e)) => {
+                tracing::error!("{e:#}");
+                ExitCode::FAILURE
+            }
+        }
+    })
+}

@@ -1,0 +1,524 @@
+//! The actor that owns one managed process.
+//!
+//! A [`ProcActor`] is the only code that touches its child, its PTY or pipes,
+//! its I/O threads' channels, its screen (feeding and resizing), its output
+//! offsets and its status. Other code talks to it through a [`ProcHandle`],
+//! and reads counters through [`Shared`] without a round trip.
+//!
+//! For every chunk of output, in this order: the screen is fed (never
+//! blocking), the chunk is handed to the store (waiting while the store's
+//! byte budget is full: backpressure to the program), the end offset is
+//! published, and subscribers are told. Because an `Attach` is answered
+//! between two chunks, a subscriber's starting offsets and its first live
+//! event always meet exactly.
+//!
+//! Exit is final only after the output is drained: when `waitpid` reports the
+//! program's end, the actor keeps reading until every stream reaches EOF. If
+//! background jobs keep the terminal or pipes open past [`EXIT_DRAIN_GRACE`],
+//! the rest of the session is killed; if a stream is still open
+//! [`EXIT_ABANDON_GRACE`] later (a descendant escaped with `setsid`), it is
+//! abandoned and the process is reported ended anyway. A recorded end is
+//! never overwritten.
+//!
+//! At daemon shutdown (the token fires) the actor sends SIGHUP (PTY) or
+//! SIGTERM (pipes) to the tree, escalates to SIGKILL after the kill grace,
+//! drains, records the end and returns. After a natural exit it keeps
+//! serving reads and snapshots until the process is cleaned up (every handle
+//! dropped).
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use bytes::Bytes;
+use portable_pty::MasterPty;
+use tokio::sync::{broadcast, mpsc, oneshot, watch};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use super::spawn::{InputWriter, OutputEvent, Spawned, pty_size};
+use super::{
+    Attachment, Chunk, EndReason, LiveEvent, ProcError, ProcFacts, ProcHandle, ProcRequest,
+    ProcStatus, Published, Shared, Stdio, StreamId, TermSize,
+};
+use crate::config::{
+    BROADCAST_CHUNKS, EXIT_ABANDON_GRACE, EXIT_DRAIN_GRACE, MAX_RECORD_BYTES, REQUEST_QUEUE,
+    STDIN_BACKLOG_BYTES,
+};
+use crate::screen::Screen;
+use crate::store::{StatusUpdate, Store};
+use crate::sys::{self, ExitInfo};
+
+/// Where the actor is in ending the process.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Ending {
+    /// Running normally.
+    No,
+    /// Shutdown signal sent; SIGKILL at the deadline if still running.
+    Terminating,
+    /// The program exited; waiting for EOF until the deadline.
+    Draining,
+    /// The rest of the session was killed; abandoning streams at the deadline.
+    Abandoning,
+    /// Recorded as ended.
+    Done,
+}
+
+/// Everything an actor needs to start.
+pub(crate) struct ActorParts {
+    /// Fixed facts.
+    pub(crate) facts: ProcFacts,
+    /// The started program.
+    pub(crate) spawned: Spawned,
+    /// The log.
+    pub(crate) store: Store,
+    /// Fires at daemon shutdown.
+    pub(crate) cancel: CancellationToken,
+    /// Grace between the polite signal and SIGKILL at shutdown.
+    pub(crate) kill_grace: Duration,
+}
+
+/// Starts the actor on `tracker` and returns the handle.
+pub(crate) fn start(parts: ActorParts, tracker: &TaskTracker) -> Result<ProcHandle, ProcError> {
+    let ActorParts { facts, spawned, store, cancel, kill_grace } = parts;
+    let id = facts.id;
+    let size = match facts.spec.stdio {
+        Stdio::Pty(size) => Some(size),
+        Stdio::Pipes => None,
+    };
+    let screen = match size {
+        Some(size) => Some(Arc::new(Screen::spawn(id, size).map_err(|source| ProcError::Io {
+            id,
+            op: "start screen thread",
+            source,
+        })?)),
+        None => None,
+    };
+    let shared = Arc::new(Shared::default());
+    shared.touch();
+    let (state_tx, state_rx) = watch::channel(Published { status: ProcStatus::Running, size });
+    let (req_tx, req_rx) = mpsc::channel(REQUEST_QUEUE);
+    let (events, _) = broadcast::channel(BROADCAST_CHUNKS);
+    let facts = Arc::new(facts);
+    let idle_timeout = facts.spec.idle_timeout;
+    let Spawned { output, streams, input, exit, primary, .. } = spawned;
+    let handle = ProcHandle {
+        facts: Arc::clone(&facts),
+        shared: Arc::clone(&shared),
+        state: state_rx,
+        screen: screen.as_ref().map(|s| s.view()),
+        requests: req_tx,
+    };
+    let actor = ProcActor {
+        facts,
+        shared,
+        state: state_tx,
+        input,
+        primary,
+        screen,
+        store,
+        events,
+        cancel,
+        kill_grace,
+        idle_timeout,
+        exit: None,
+        end_reason: None,
+        kill_waiters: Vec::new(),
+        ending: Ending::No,
+        deadline: None,
+        open_streams: streams,
+        warned_store: false,
+        clock_base: (Instant::now(), sys::monotonic_ns()),
+    };
+    tracker.spawn(actor.run(req_rx, output, exit));
+    Ok(handle)
+}
+
+/// The owner of one managed process.
+pub(crate) struct ProcActor {
+    facts: Arc<ProcFacts>,
+    shared: Arc<Shared>,
+    state: watch::Sender<Published>,
+    input: InputWriter,
+    primary: Option<Box<dyn MasterPty + Send>>,
+    screen: Option<Arc<Screen>>,
+    store: Store,
+    events: broadcast::Sender<LiveEvent>,
+    cancel: CancellationToken,
+    kill_grace: Duration,
+    idle_timeout: Option<Duration>,
+    exit: Option<ExitInfo>,
+    end_reason: Option<EndReason>,
+    kill_waiters: Vec<oneshot::Sender<ProcStatus>>,
+    ending: Ending,
+    /// Deadline of the current `Ending` phase.
+    deadline: Option<Instant>,
+    open_streams: usize,
+    warned_store: bool,
+    /// A tokio instant and the monotonic clock reading taken together, to turn
+    /// stored monotonic times into timer deadlines.
+    clock_base: (Instant, i64),
+}
+
+impl ProcActor {
+    fn id(&self) -> super::ProcId {
+        self.facts.id
+    }
+
+    fn pid(&self) -> u32 {
+        self.facts.pid
+    }
+
+    async fn run(
+        mut self,
+        mut requests: mpsc::Receiver<ProcRequest>,
+        mut output: mpsc::Receiver<OutputEvent>,
+        mut exit_rx: oneshot::Receiver<std::io::Result<ExitInfo>>,
+    ) {
+        let mut exit_pending = true;
+        let mut requests_open = true;
+        let mut stopping = false;
+        let timer = tokio::time::sleep(Duration::ZERO);
+        tokio::pin!(timer);
+        let mut armed: Option<Instant> = None;
+        loop {
+            let next = self.next_deadline();
+            if next != armed {
+                if let Some(at) = next {
+                    timer.as_mut().reset(at);
+                }
+                armed = next;
+            }
+            tokio::select! {
+                biased;
+                ev = output.recv(), if self.open_streams > 0 => match ev {
+                    Some(OutputEvent::Data(stream, data)) => self.on_output(stream, data).await,
+                    Some(OutputEvent::Eof) => self.open_streams -= 1,
+                    None => self.open_streams = 0,
+                },
+                res = &mut exit_rx, if exit_pending => {
+                    exit_pending = false;
+                    let res = res.unwrap_or_else(|_| Err(std::io::Error::other("the waiter thread vanished")));
+                    self.on_exit(res);
+                }
+                req = requests.recv(), if requests_open => match req {
+                    Some(req) => self.on_request(req).await,
+                    None => {
+                        requests_open = false;
+                        self.on_abandoned();
+                    }
+                },
+                () = &mut timer, if armed.is_some() => {
+                    armed = None;
+                    self.on_deadline();
+                }
+                () = self.cancel.cancelled(), if !stopping => {
+                    stopping = true;
+                    self.on_shutdown();
+                }
+            }
+            if self.ending != Ending::Done && self.exit.is_some() && self.open_streams == 0 {
+                self.finalize().await;
+            }
+            if self.ending == Ending::Done && (stopping || !requests_open) {
+                return;
+            }
+        }
+    }
+
+    fn next_deadline(&self) -> Option<Instant> {
+        match self.ending {
+            Ending::Terminating | Ending::Draining | Ending::Abandoning => self.deadline,
+            Ending::No => {
+                let timeout = self.idle_timeout?;
+                // Derived from the absolute time of the last activity, so the
+                // deadline only moves (and the timer is only re-armed) when a
+                // client names the process, not on every loop turn.
+                let last = self.shared.last_activity_ns.load(Ordering::Acquire);
+                let since_base = u64::try_from(last - self.clock_base.1).unwrap_or(0);
+                Some(self.clock_base.0 + Duration::from_nanos(since_base) + timeout)
+            }
+            Ending::Done => None,
+        }
+    }
+
+    async fn on_output(&mut self, stream: StreamId, data: Bytes) {
+        if stream == StreamId::Stdout
+            && let Some(screen) = &self.screen
+        {
+            screen.feed(&data);
+        }
+        self.record(stream, data).await;
+    }
+
+    /// Stores a chunk, publishes its end offset and tells subscribers.
+    async fn record(&mut self, stream: StreamId, data: Bytes) -> u64 {
+        let i = stream.index();
+        let offset = self.shared.end[i].load(Ordering::Acquire);
+        let len = data.len() as u64;
+        let chunk = Chunk {
+            proc: self.id(),
+            stream,
+            offset,
+            ts_ns: sys::wall_ns(),
+            mono_ns: sys::monotonic_ns(),
+            data,
+        };
+        if let Err(e) = self.store.append(chunk.clone()).await
+            && !self.warned_store
+        {
+            self.warned_store = true;
+            tracing::error!(proc = %self.id(), error = %e, "cannot store output; it stays visible live but is not logged");
+        }
+        self.shared.end[i].store(offset + len, Ordering::Release);
+        self.shared.chunks[i].fetch_add(1, Ordering::AcqRel);
+        // No subscribers is fine.
+        let _ = self.events.send(LiveEvent::Chunk(chunk));
+        offset
+    }
+
+    fn on_exit(&mut self, res: std::io::Result<ExitInfo>) {
+        let exit = res.unwrap_or_else(|e| {
+            tracing::warn!(proc = %self.id(), error = %e, "waitpid failed; exit status unknown");
+            ExitInfo { code: None, signal: None }
+        });
+        tracing::info!(proc = %self.id(), code = ?exit.code, signal = ?exit.signal, "program exited");
+        self.exit = Some(exit);
+        self.input.close();
+        if self.open_streams > 0 {
+            self.ending = Ending::Draining;
+            self.deadline = Some(Instant::now() + EXIT_DRAIN_GRACE);
+        }
+    }
+
+    fn on_deadline(&mut self) {
+        match self.ending {
+            Ending::No => {
+                let Some(timeout) = self.idle_timeout else { return };
+                if self.exit.is_none() && Duration::from_millis(self.shared.idle_ms()) >= timeout {
+                    tracing::info!(proc = %self.id(), ?timeout, "idle timeout: killing the process tree");
+                    self.kill_tree(EndReason::TimedOut);
+                }
+            }
+            Ending::Terminating => {
+                if self.exit.is_none() {
+                    tracing::info!(proc = %self.id(), "still running after the kill grace; sending SIGKILL");
+                    self.signal_tree(libc::SIGKILL);
+                }
+                self.deadline = None;
+            }
+            Ending::Draining => {
+                tracing::info!(proc = %self.id(), "output still open after exit; killing the rest of the session");
+                self.signal_tree(libc::SIGKILL);
+                self.ending = Ending::Abandoning;
+                self.deadline = Some(Instant::now() + EXIT_ABANDON_GRACE);
+            }
+            Ending::Abandoning => {
+                tracing::warn!(proc = %self.id(), "a descendant keeps the output open; abandoning the stream");
+                self.open_streams = 0;
+                self.deadline = None;
+            }
+            Ending::Done => {}
+        }
+    }
+
+    fn on_shutdown(&mut self) {
+        if self.exit.is_some() || self.ending == Ending::Done {
+            return;
+        }
+        self.end_reason.get_or_insert(EndReason::Stopped);
+        let polite = match self.facts.spec.stdio {
+            Stdio::Pty(_) => libc::SIGHUP,
+            Stdio::Pipes => libc::SIGTERM,
+        };
+        self.signal_tree(polite);
+        self.ending = Ending::Terminating;
+        self.deadline = Some(Instant::now() + self.kill_grace);
+    }
+
+    fn on_abandoned(&mut self) {
+        if self.exit.is_none() {
+            tracing::warn!(proc = %self.id(), "every handle dropped while running; killing the tree");
+            self.kill_tree(EndReason::Killed);
+        }
+    }
+
+    fn signal_tree(&self, sig: i32) {
+        if let Err(e) = sys::kill_tree(self.pid(), sig) {
+            tracing::warn!(proc = %self.id(), sig, error = %e, "signalling the process tree failed");
+        }
+    }
+
+    fn kill_tree(&mut self, reason: EndReason) {
+        if self.exit.is_some() {
+            return;
+        }
+        self.end_reason.get_or_insert(reason);
+        self.signal_tree(libc::SIGKILL);
+    }
+
+    async fn finalize(&mut self) {
+        let exit = self.exit.unwrap_or(ExitInfo { code: None, signal: None });
+        let reason = self.end_reason.unwrap_or(EndReason::Exited);
+        let status = ProcStatus::Ended { reason, exit, at_ns: sys::wall_ns() };
+        self.ending = Ending::Done;
+        self.deadline = None;
+        let update = StatusUpdate {
+            id: self.id(),
+            pid: self.pid(),
+            status: status.as_str(),
+            exit_code: exit.code,
+            exit_signal: exit.signal,
+            ended_at_ns: Some(sys::wall_ns()),
+        };
+        if let Err(e) = self.store.update_status(update).await {
+            tracing::warn!(proc = %self.id(), error = %e, "cannot record the end in the store");
+        }
+        self.state.send_modify(|p| p.status = status);
+        let _ = self.events.send(LiveEvent::Ended);
+        for w in self.kill_waiters.drain(..) {
+            // The caller may have gone away (client cancelled); that is fine.
+            let _ = w.send(status);
+        }
+        tracing::info!(proc = %self.id(), status = status.as_str(), "process ended");
+    }
+
+    fn status(&self) -> ProcStatus {
+        self.state.borrow().status
+    }
+
+    fn not_running(&self) -> ProcError {
+        let status = match self.status() {
+            ProcStatus::Running => "exited",
+            other @ ProcStatus::Ended { .. } => other.as_str(),
+        };
+        ProcError::NotRunning { id: self.id(), status }
+    }
+
+    async fn on_request(&mut self, req: ProcRequest) {
+        match req {
+            ProcRequest::Write { data, reply } => {
+                let res = self.write(data).await;
+                let _ = reply.send(res);
+            }
+            ProcRequest::CloseStdin { reply } => {
+                let res = self.close_stdin().await;
+                let _ = reply.send(res);
+            }
+            ProcRequest::Signal { signal, reply } => {
+                let res = if self.exit.is_some() {
+                    Err(self.not_running())
+                } else {
+                    sys::killpg(self.pid(), signal).map_err(|source| ProcError::Io {
+                        id: self.id(),
+                        op: "killpg",
+                        source,
+                    })
+                };
+                let _ = reply.send(res);
+            }
+            ProcRequest::Kill { reason, reply } => {
+                if self.ending == Ending::Done {
+                    let _ = reply.send(self.status());
+                } else {
+                    self.kill_tree(reason);
+                    self.kill_waiters.push(reply);
+                }
+            }
+            ProcRequest::Resize { size, reply } => {
+                let res = self.resize(size).await;
+                let _ = reply.send(res);
+            }
+            ProcRequest::Clear { reply } => {
+                let res = self.clear().await;
+                let _ = reply.send(res);
+            }
+            ProcRequest::Attach { reply } => {
+                let _ = reply.send(Attachment {
+                    ends: self.shared.ends(),
+                    events: self.events.subscribe(),
+                    ended: self.ending == Ending::Done,
+                });
+            }
+        }
+    }
+
+    async fn write(&mut self, data: Bytes) -> Result<u64, ProcError> {
+        if self.exit.is_some() {
+            return Err(self.not_running());
+        }
+        if self.input.is_closed() {
+            return Err(ProcError::StdinClosed(self.id()));
+        }
+        let pending = self.input.pending();
+        if pending + data.len() > STDIN_BACKLOG_BYTES {
+            return Err(ProcError::InputBacklog {
+                id: self.id(),
+                pending,
+                limit: STDIN_BACKLOG_BYTES,
+            });
+        }
+        let offset = self.shared.end[StreamId::Stdin.index()].load(Ordering::Acquire);
+        if !self.input.send(data.clone()) {
+            return Err(self.not_running());
+        }
+        let mut rest = data;
+        while !rest.is_empty() {
+            let piece = rest.split_to(rest.len().min(MAX_RECORD_BYTES));
+            self.record(StreamId::Stdin, piece).await;
+        }
+        Ok(offset)
+    }
+
+    /// Pipes: closes the program's stdin. PTY: sends the terminal's EOF
+    /// character (Ctrl-D), which a program reading a line at its start sees
+    /// as end of input; further writes are refused either way.
+    async fn close_stdin(&mut self) -> Result<(), ProcError> {
+        if self.exit.is_some() {
+            return Err(self.not_running());
+        }
+        if self.input.is_closed() {
+            return Ok(());
+        }
+        if matches!(self.facts.spec.stdio, Stdio::Pty(_)) {
+            let eof = Bytes::from_static(b"\x04");
+            if self.input.send(eof.clone()) {
+                self.record(StreamId::Stdin, eof).await;
+            }
+        }
+        self.input.close();
+        self.shared.stdin_closed.store(true, Ordering::Release);
+        Ok(())
+    }
+
+    async fn resize(&mut self, size: TermSize) -> Result<(), ProcError> {
+        let id = self.id();
+        let (Some(primary), Some(screen)) = (&self.primary, &self.screen) else {
+            return Err(ProcError::NotPty(id));
+        };
+        if self.exit.is_none() {
+            primary.resize(pty_size(size)).map_err(|e| ProcError::Io {
+                id,
+                op: "resize PTY",
+                source: std::io::Error::other(format!("{e:#}")),
+            })?;
+        }
+        let screen = Arc::clone(screen);
+        tokio::task::spawn_blocking(move || screen.resize(size))
+            .await
+            .map_err(|_| ProcError::Gone(id))?;
+        self.state.send_modify(|p| p.size = Some(crate::screen::clamp(size)));
+        Ok(())
+    }
+
+    async fn clear(&mut self) -> Result<[u64; 3], ProcError> {
+        let ends = self.shared.ends();
+        for s in StreamId::ALL {
+            self.shared.start[s.index()].store(ends[s.index()], Ordering::Release);
+        }
+        *self.shared.cursors() = ends;
+        self.store.clear(self.id(), ends).await?;
+        Ok(ends)
+    }
+}

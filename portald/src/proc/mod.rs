@@ -1,0 +1,498 @@
+//! Managed processes: their domain types, errors and the handle other code
+//! uses to talk to a process's actor.
+//!
+//! - [`actor`]: the task that owns one process (child, I/O threads, screen,
+//!   offsets, status).
+//! - [`spawn`]: starting a program on a PTY or on pipes, and the I/O threads.
+//! - [`signal`]: signal names and numbers.
+
+pub(crate) mod actor;
+pub(crate) mod signal;
+pub(crate) mod spawn;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use tokio::sync::{broadcast, mpsc, oneshot, watch};
+
+use crate::screen::{ScreenView, Snapshot};
+use crate::store::StoreError;
+use crate::sys::ExitInfo;
+
+/// A managed process's id: unique for the life of the database, never reused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub(crate) struct ProcId(pub(crate) u64);
+
+impl std::fmt::Display for ProcId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+/// One stream of a process. The discriminants are the stored values.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub(crate) enum StreamId {
+    /// What was written to the program.
+    Stdin = 0,
+    /// Standard output, or everything a PTY printed.
+    Stdout = 1,
+    /// Standard error (pipe mode).
+    Stderr = 2,
+}
+
+impl StreamId {
+    /// Every stream, in index order.
+    pub(crate) const ALL: [Self; 3] = [Self::Stdin, Self::Stdout, Self::Stderr];
+
+    /// Index into per-stream arrays.
+    pub(crate) const fn index(self) -> usize {
+        self as usize
+    }
+
+    /// Lowercase name used in messages.
+    pub(crate) const fn name(self) -> &'static str {
+        match self {
+            Self::Stdin => "stdin",
+            Self::Stdout => "stdout",
+            Self::Stderr => "stderr",
+        }
+    }
+}
+
+/// A terminal size, already validated.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct TermSize {
+    /// Rows.
+    pub(crate) rows: u16,
+    /// Columns.
+    pub(crate) cols: u16,
+}
+
+/// How the program's standard streams are connected.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Stdio {
+    /// A pseudo-terminal of this size.
+    Pty(TermSize),
+    /// Three pipes.
+    Pipes,
+}
+
+/// A validated description of a process to start.
+#[derive(Clone, Debug)]
+pub(crate) struct ProcSpec {
+    /// The program as the caller named it.
+    pub(crate) command: String,
+    /// Arguments.
+    pub(crate) args: Vec<String>,
+    /// Absolute working directory (already checked to exist).
+    pub(crate) cwd: PathBuf,
+    /// Caller's environment overrides.
+    pub(crate) env: BTreeMap<String, String>,
+    /// Optional unique name.
+    pub(crate) name: Option<String>,
+    /// Idle timeout.
+    pub(crate) idle_timeout: Option<Duration>,
+    /// PTY or pipes.
+    pub(crate) stdio: Stdio,
+}
+
+/// Why a process that ended ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum EndReason {
+    /// By itself.
+    Exited,
+    /// Killed on request (Kill, KillAll).
+    Killed,
+    /// Killed by its idle timeout.
+    TimedOut,
+    /// Killed because the daemon shut down.
+    Stopped,
+}
+
+impl EndReason {
+    /// Stored name.
+    pub(crate) const fn as_str(self) -> &'static str {
+        match self {
+            Self::Exited => "exited",
+            Self::Killed => "killed",
+            Self::TimedOut => "timed_out",
+            Self::Stopped => "stopped",
+        }
+    }
+}
+
+/// The one published status of a process.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum ProcStatus {
+    /// Running (possibly exited but its output still draining).
+    Running,
+    /// Ended; a recorded end is never overwritten.
+    Ended {
+        /// Why.
+        reason: EndReason,
+        /// What `waitpid` said (both `None` when the child was never reaped).
+        exit: ExitInfo,
+        /// Wall-clock end time, ns.
+        at_ns: i64,
+    },
+}
+
+impl ProcStatus {
+    /// True while the program runs.
+    pub(crate) const fn is_running(self) -> bool {
+        matches!(self, Self::Running)
+    }
+
+    /// Stored and displayed name.
+    pub(crate) const fn as_str(self) -> &'static str {
+        match self {
+            Self::Running => "running",
+            Self::Ended { reason, .. } => reason.as_str(),
+        }
+    }
+}
+
+/// What went wrong with a request about a process.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ProcError {
+    /// No process has this id.
+    #[error("no process with id {0}")]
+    NotFound(u64),
+    /// No process has this name.
+    #[error("no process named {0:?}")]
+    NameNotFound(String),
+    /// The name is in use by another process.
+    #[error("the name {0:?} is already used by another process; pick another or clean that one up")]
+    NameTaken(String),
+    /// The request needs a running process.
+    #[error("process {id} is not running (status={status})")]
+    NotRunning {
+        /// Which.
+        id: ProcId,
+        /// Its status name.
+        status: &'static str,
+    },
+    /// Cleanup of a process that still runs.
+    #[error("process {0} is still running; kill it before cleanup")]
+    StillRunning(ProcId),
+    /// A screen request for a pipe-mode process.
+    #[error("process {0} is not a PTY process; only PTY processes have a screen")]
+    NotPty(ProcId),
+    /// Input was closed with CloseStdin.
+    #[error("the input of process {0} was closed")]
+    StdinClosed(ProcId),
+    /// The program cannot be executed.
+    #[error("cannot execute {program:?}: {reason}")]
+    Spawn {
+        /// The program as named.
+        program: String,
+        /// Why.
+        reason: String,
+    },
+    /// Too many managed processes.
+    #[error("process limit reached ({limit}); clean up finished processes with Cleanup")]
+    TooMany {
+        /// The limit.
+        limit: usize,
+    },
+    /// The program is not reading its input and the backlog is full.
+    #[error(
+        "process {id} is not reading its input: {pending} bytes are still waiting (limit {limit}); try again later or signal it"
+    )]
+    InputBacklog {
+        /// Which.
+        id: ProcId,
+        /// Bytes waiting.
+        pending: usize,
+        /// The limit.
+        limit: usize,
+    },
+    /// A read cursor beyond what the stream has produced.
+    #[error(
+        "offset {offset} of {stream} of process {id} is past its end ({end}); continue from the cursor a read returned"
+    )]
+    OffsetPastEnd {
+        /// Which.
+        id: ProcId,
+        /// Stream name.
+        stream: &'static str,
+        /// Requested offset.
+        offset: u64,
+        /// Current end.
+        end: u64,
+    },
+    /// The daemon is shutting down.
+    #[error("portald is shutting down")]
+    ShuttingDown,
+    /// The actor of the process is gone (a bug; see the daemon log).
+    #[error("process {0} is no longer managed (its owner task ended)")]
+    Gone(ProcId),
+    /// A system call failed.
+    #[error("{op} failed for process {id}: {source}")]
+    Io {
+        /// Which.
+        id: ProcId,
+        /// The operation.
+        op: &'static str,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// One chunk of a stream, as recorded.
+#[derive(Clone, Debug)]
+pub(crate) struct Chunk {
+    /// Which process.
+    pub(crate) proc: ProcId,
+    /// Which stream.
+    pub(crate) stream: StreamId,
+    /// Offset of the first byte in its stream.
+    pub(crate) offset: u64,
+    /// Wall-clock ns when read from the program.
+    pub(crate) ts_ns: i64,
+    /// Monotonic ns when read from the program.
+    pub(crate) mono_ns: i64,
+    /// The bytes.
+    pub(crate) data: Bytes,
+}
+
+impl Chunk {
+    /// Offset just past the last byte.
+    pub(crate) fn end(&self) -> u64 {
+        self.offset + self.data.len() as u64
+    }
+}
+
+/// What subscribers receive, in order.
+#[derive(Clone, Debug)]
+pub(crate) enum LiveEvent {
+    /// New output or input.
+    Chunk(Chunk),
+    /// The process ended and every stream is drained.
+    Ended,
+}
+
+/// Counters and cursors that readers use without a round trip to the actor.
+#[derive(Debug, Default)]
+pub(crate) struct Shared {
+    /// Per stream: offset of the next byte (total bytes ever).
+    pub(crate) end: [AtomicU64; 3],
+    /// Per stream: where retained history begins.
+    pub(crate) start: [AtomicU64; 3],
+    /// Per stream: chunks ever recorded.
+    pub(crate) chunks: [AtomicU64; 3],
+    /// Monotonic ns of the last client activity naming the process.
+    pub(crate) last_activity_ns: AtomicI64,
+    /// True once input was closed.
+    pub(crate) stdin_closed: AtomicBool,
+    /// Per stream "read new" cursors of the server-side reader.
+    pub(crate) read_cursors: Mutex<[u64; 3]>,
+}
+
+impl Shared {
+    /// End offsets of every stream.
+    pub(crate) fn ends(&self) -> [u64; 3] {
+        StreamId::ALL.map(|s| self.end[s.index()].load(Ordering::Acquire))
+    }
+
+    /// History starts of every stream.
+    pub(crate) fn starts(&self) -> [u64; 3] {
+        StreamId::ALL.map(|s| self.start[s.index()].load(Ordering::Acquire))
+    }
+
+    /// Records client activity now.
+    pub(crate) fn touch(&self) {
+        self.last_activity_ns.store(crate::sys::monotonic_ns(), Ordering::Release);
+    }
+
+    /// Milliseconds since the last client activity.
+    pub(crate) fn idle_ms(&self) -> u64 {
+        let idle = crate::sys::monotonic_ns() - self.last_activity_ns.load(Ordering::Acquire);
+        u64::try_from(idle / 1_000_000).unwrap_or(0)
+    }
+
+    /// Locks the read cursors (recovering from a poisoned lock: the data is
+    /// three integers and always consistent).
+    pub(crate) fn cursors(&self) -> std::sync::MutexGuard<'_, [u64; 3]> {
+        self.read_cursors.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+/// Immutable facts about a process fixed at start.
+#[derive(Debug)]
+pub(crate) struct ProcFacts {
+    /// Id.
+    pub(crate) id: ProcId,
+    /// The spec it was started with.
+    pub(crate) spec: ProcSpec,
+    /// OS pid.
+    pub(crate) pid: u32,
+    /// Wall-clock start, ns.
+    pub(crate) started_at_ns: i64,
+}
+
+/// The state the actor publishes on every change.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Published {
+    /// Lifecycle.
+    pub(crate) status: ProcStatus,
+    /// Current terminal size (PTY).
+    pub(crate) size: Option<TermSize>,
+}
+
+/// Messages to a process's actor.
+#[derive(Debug)]
+pub(crate) enum ProcRequest {
+    /// Write input.
+    Write {
+        /// Bytes.
+        data: Bytes,
+        /// Offset of the bytes in the stdin stream.
+        reply: oneshot::Sender<Result<u64, ProcError>>,
+    },
+    /// Close input.
+    CloseStdin {
+        /// Done.
+        reply: oneshot::Sender<Result<(), ProcError>>,
+    },
+    /// Send a signal to the process group.
+    Signal {
+        /// Signal number.
+        signal: i32,
+        /// Done.
+        reply: oneshot::Sender<Result<(), ProcError>>,
+    },
+    /// Kill the tree; replies once the process has ended and drained.
+    Kill {
+        /// Why (Killed or TimedOut).
+        reason: EndReason,
+        /// The final status.
+        reply: oneshot::Sender<ProcStatus>,
+    },
+    /// Resize the PTY and the screen.
+    Resize {
+        /// New size.
+        size: TermSize,
+        /// Done.
+        reply: oneshot::Sender<Result<(), ProcError>>,
+    },
+    /// Delete stored history; new reads start at the current end.
+    Clear {
+        /// The new history starts.
+        reply: oneshot::Sender<Result<[u64; 3], ProcError>>,
+    },
+    /// Subscribe to live events from exactly the current end offsets.
+    Attach {
+        /// End offsets at subscription time, the receiver, and whether the
+        /// process already ended (then no event will come).
+        reply: oneshot::Sender<Attachment>,
+    },
+}
+
+/// A subscription taken atomically with the offsets it starts at.
+#[derive(Debug)]
+pub(crate) struct Attachment {
+    /// End offsets at the moment of subscribing.
+    pub(crate) ends: [u64; 3],
+    /// Live events after those offsets.
+    pub(crate) events: broadcast::Receiver<LiveEvent>,
+    /// True when the process had already ended and drained.
+    pub(crate) ended: bool,
+}
+
+/// The cloneable API of one managed process.
+///
+/// # Cancel safety
+/// Every method is cancel-safe: once a request is queued the actor completes
+/// it even if the caller goes away, and dropping the caller never leaves a
+/// half-applied change.
+#[derive(Clone, Debug)]
+pub(crate) struct ProcHandle {
+    /// Fixed facts.
+    pub(crate) facts: Arc<ProcFacts>,
+    /// Counters and cursors.
+    pub(crate) shared: Arc<Shared>,
+    /// Published state.
+    pub(crate) state: watch::Receiver<Published>,
+    /// The screen (PTY mode).
+    pub(crate) screen: Option<ScreenView>,
+    requests: mpsc::Sender<ProcRequest>,
+}
+
+impl ProcHandle {
+    /// Id.
+    pub(crate) fn id(&self) -> ProcId {
+        self.facts.id
+    }
+
+    /// Current published state.
+    pub(crate) fn published(&self) -> Published {
+        *self.state.borrow()
+    }
+
+    /// Current status.
+    pub(crate) fn status(&self) -> ProcStatus {
+        self.published().status
+    }
+
+    async fn ask<T>(
+        &self,
+        make: impl FnOnce(oneshot::Sender<T>) -> ProcRequest,
+    ) -> Result<T, ProcError> {
+        let (tx, rx) = oneshot::channel();
+        self.requests.send(make(tx)).await.map_err(|_| ProcError::Gone(self.id()))?;
+        rx.await.map_err(|_| ProcError::Gone(self.id()))
+    }
+
+    /// Writes input; returns its offset in the stdin stream.
+    pub(crate) async fn write(&self, data: Bytes) -> Result<u64, ProcError> {
+        self.ask(|reply| ProcRequest::Write { data, reply }).await?
+    }
+
+    /// Closes input.
+    pub(crate) async fn close_stdin(&self) -> Result<(), ProcError> {
+        self.ask(|reply| ProcRequest::CloseStdin { reply }).await?
+    }
+
+    /// Signals the process group.
+    pub(crate) async fn signal(&self, signal: i32) -> Result<(), ProcError> {
+        self.ask(|reply| ProcRequest::Signal { signal, reply }).await?
+    }
+
+    /// Kills the tree and waits until the process ended and its output drained.
+    pub(crate) async fn kill(&self, reason: EndReason) -> Result<ProcStatus, ProcError> {
+        self.ask(|reply| ProcRequest::Kill { reason, reply }).await
+    }
+
+    /// Resizes PTY and screen.
+    pub(crate) async fn resize(&self, size: TermSize) -> Result<(), ProcError> {
+        self.ask(|reply| ProcRequest::Resize { size, reply }).await?
+    }
+
+    /// Clears history.
+    pub(crate) async fn clear(&self) -> Result<[u64; 3], ProcError> {
+        self.ask(|reply| ProcRequest::Clear { reply }).await?
+    }
+
+    /// Subscribes to live events.
+    pub(crate) async fn attach(&self) -> Result<Attachment, ProcError> {
+        self.ask(|reply| ProcRequest::Attach { reply }).await
+    }
+
+    /// A snapshot of the screen, rendered up to everything output so far.
+    pub(crate) async fn snapshot(&self) -> Result<Snapshot, ProcError> {
+        let screen = self.screen.clone().ok_or(ProcError::NotPty(self.id()))?;
+        let id = self.id();
+        tokio::task::spawn_blocking(move || screen.snapshot())
+            .await
+            .map_err(|_| ProcError::Gone(id))
+    }
+}

@@ -1,0 +1,121 @@
+//! The index of managed processes: id → [`ProcHandle`], and names.
+//!
+//! A plain `std::sync::Mutex` around two maps: every operation takes
+//! microseconds, does no I/O and is never held across an `.await`, so an extra
+//! task would add nothing. A poisoned lock is recovered (the maps are updated
+//! in single steps and always consistent).
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
+use crate::proc::{ProcError, ProcHandle, ProcId};
+
+/// How a request names a process.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum ProcTarget {
+    /// By id.
+    Id(u64),
+    /// By unique name.
+    Name(String),
+}
+
+#[derive(Default)]
+struct Inner {
+    by_id: BTreeMap<ProcId, ProcHandle>,
+    /// Name → owner; `None` while a start that reserved it is in progress.
+    names: HashMap<String, Option<ProcId>>,
+    /// Starts in progress (they count against the limit).
+    starting: usize,
+}
+
+/// The index.
+#[derive(Default)]
+pub(crate) struct Registry(Mutex<Inner>);
+
+/// A slot reserved for a start in progress; released on drop unless filled.
+pub(crate) struct Reservation<'a> {
+    registry: &'a Registry,
+    name: Option<String>,
+    filled: bool,
+}
+
+impl Registry {
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Reserves room (and the name) for a process about to start.
+    pub(crate) fn reserve(
+        &self,
+        name: Option<&str>,
+        limit: usize,
+    ) -> Result<Reservation<'_>, ProcError> {
+        let mut inner = self.lock();
+        if inner.by_id.len() + inner.starting >= limit {
+            return Err(ProcError::TooMany { limit });
+        }
+        if let Some(name) = name {
+            if inner.names.contains_key(name) {
+                return Err(ProcError::NameTaken(name.to_owned()));
+            }
+            inner.names.insert(name.to_owned(), None);
+        }
+        inner.starting += 1;
+        Ok(Reservation { registry: self, name: name.map(str::to_owned), filled: false })
+    }
+
+    /// Looks a process up.
+    pub(crate) fn get(&self, target: &ProcTarget) -> Result<ProcHandle, ProcError> {
+        let inner = self.lock();
+        let id = match target {
+            ProcTarget::Id(id) => ProcId(*id),
+            ProcTarget::Name(name) => match inner.names.get(name) {
+                Some(Some(id)) => *id,
+                _ => return Err(ProcError::NameNotFound(name.clone())),
+            },
+        };
+        inner.by_id.get(&id).cloned().ok_or(ProcError::NotFound(id.0))
+    }
+
+    /// Removes a process (its handle is returned; the actor ends once every
+    /// other handle is gone too).
+    pub(crate) fn remove(&self, id: ProcId) -> Option<ProcHandle> {
+        let mut inner = self.lock();
+        let handle = inner.by_id.remove(&id)?;
+        if let Some(name) = &handle.facts.spec.name {
+            inner.names.remove(name);
+        }
+        Some(handle)
+    }
+
+    /// Every process, by id.
+    pub(crate) fn list(&self) -> Vec<ProcHandle> {
+        self.lock().by_id.values().cloned().collect()
+    }
+}
+
+impl Reservation<'_> {
+    /// Registers the started process in the reserved slot.
+    pub(crate) fn fill(mut self, handle: ProcHandle) {
+        let mut inner = self.registry.lock();
+        inner.starting -= 1;
+        if let Some(name) = &self.name {
+            inner.names.insert(name.clone(), Some(handle.id()));
+        }
+        inner.by_id.insert(handle.id(), handle);
+        self.filled = true;
+    }
+}
+
+impl Drop for Reservation<'_> {
+    fn drop(&mut self) {
+        if self.filled {
+            return;
+        }
+        let mut inner = self.registry.lock();
+        inner.starting -= 1;
+        if let Some(name) = &self.name {
+            inner.names.remove(name);
+        }
+    }
+}

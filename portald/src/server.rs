@@ -1,0 +1,248 @@
+//! Binding the socket and serving until shutdown.
+//!
+//! [`bind`] prepares everything that can fail before the daemon is useful:
+//! the runtime directory (created 0700, refused if another user owns it or
+//! anyone else may write to it), the single-instance lock (`flock` on
+//! `<socket>.lock`: a second daemon gets [`StartError::AlreadyRunning`]), the
+//! stale socket left by a dead daemon (removed, since the lock proves nobody
+//! serves it), the database, and the listening socket (mode 0600). It
+//! returns once the socket listens, so connections made after it wait in the
+//! backlog until [`serve`] accepts them.
+//!
+//! [`serve`] runs until the token is cancelled (SIGTERM/SIGINT in `main`, the
+//! Shutdown rpc, or a test), then shuts down in this order:
+//! 1. stop accepting and finish in-flight calls (follow streams end);
+//! 2. every actor signals its process tree (SIGHUP for PTYs, SIGTERM for
+//!    pipes), escalates to SIGKILL after the kill grace, drains its output
+//!    and records the end;
+//! 3. wait for every tracked task;
+//! 4. close the store: its writer commits what is queued and exits (joined);
+//! 5. unlink the socket and the lock file.
+
+use std::fs::File;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use anyhow::Context as _;
+use portal_proto::v1::portal_server::PortalServer;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::config::Config;
+use crate::daemon::Daemon;
+use crate::grpc::{PortalService, auth};
+use crate::proc::spawn::SpawnedPids;
+use crate::registry::Registry;
+use crate::store::{Store, StoreThread};
+use crate::sys;
+
+/// How long in-flight calls get to finish at shutdown before connections are
+/// closed under them. Calls are short (waits end on the shutdown token), so
+/// this only matters for clients that stopped reading.
+const CLIENT_DRAIN_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Why the daemon could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// Another daemon holds the socket's lock.
+    #[error("another portald is already running on {}", socket.display())]
+    AlreadyRunning {
+        /// The socket it serves.
+        socket: PathBuf,
+    },
+    /// Anything else, with context.
+    #[error(transparent)]
+    Failed(#[from] anyhow::Error),
+}
+
+/// A bound, locked, listening daemon that has not started serving yet.
+pub struct Listener {
+    config: Config,
+    uds: std::os::unix::net::UnixListener,
+    lock: File,
+    lock_path: PathBuf,
+    store: Store,
+    store_thread: StoreThread,
+}
+
+impl std::fmt::Debug for Listener {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Listener").field("socket", &self.config.socket).finish_non_exhaustive()
+    }
+}
+
+fn private_dir(dir: &Path, what: &str) -> anyhow::Result<()> {
+    if !dir.exists() {
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+            .with_context(|| format!("creating the {what} directory {}", dir.display()))?;
+    }
+    let meta = std::fs::metadata(dir).with_context(|| format!("reading {}", dir.display()))?;
+    let me = portal_proto::paths::uid();
+    if meta.uid() != me {
+        anyhow::bail!(
+            "refusing to use the {what} directory {}: it belongs to uid {}, not {me}",
+            dir.display(),
+            meta.uid()
+        );
+    }
+    if meta.mode() & 0o022 != 0 {
+        anyhow::bail!(
+            "refusing to use the {what} directory {}: others may write to it (mode {:o}); use a private directory",
+            dir.display(),
+            meta.mode() & 0o7777
+        );
+    }
+    Ok(())
+}
+
+/// Prepares the directories, the lock, the database and the socket.
+///
+/// # Errors
+/// [`StartError::AlreadyRunning`] when another daemon holds the lock;
+/// [`StartError::Failed`] for anything else (with the path involved).
+pub fn bind(config: &Config) -> Result<Listener, StartError> {
+    let socket = config.socket.clone();
+    portal_proto::client::check_socket_path(&socket).map_err(|e| anyhow::anyhow!(e))?;
+    let dir = socket.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    private_dir(dir, "socket")?;
+    private_dir(&config.data_dir, "data")?;
+    let mut lock_name = socket.file_name().unwrap_or_default().to_owned();
+    lock_name.push(".lock");
+    let lock_path = socket.with_file_name(lock_name);
+    let lock = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .mode(0o600)
+        .open(&lock_path)
+        .with_context(|| format!("opening the lock file {}", lock_path.display()))?;
+    if !sys::try_lock_exclusive(&lock)
+        .with_context(|| format!("locking {}", lock_path.display()))?
+    {
+        return Err(StartError::AlreadyRunning { socket });
+    }
+    if socket.exists() {
+        tracing::info!(socket = %socket.display(), "removing a stale socket");
+        std::fs::remove_file(&socket)
+            .with_context(|| format!("removing stale socket {}", socket.display()))?;
+    }
+    let (store, store_thread) = Store::open(&config.database())
+        .map_err(|e| anyhow::anyhow!(e))
+        .context("opening the database")?;
+    let uds = std::os::unix::net::UnixListener::bind(&socket)
+        .with_context(|| format!("binding {}", socket.display()))?;
+    std::fs::set_permissions(&socket, std::fs::Permissions::from_mode(0o600))
+        .with_context(|| format!("chmod 0600 {}", socket.display()))?;
+    uds.set_nonblocking(true).context("making the socket non-blocking")?;
+    tracing::info!(socket = %socket.display(), database = %config.database().display(), "listening");
+    Ok(Listener { config: config.clone(), uds, lock, lock_path, store, store_thread })
+}
+
+/// Serves until `shutdown` is cancelled, then shuts down in order.
+///
+/// # Errors
+/// When the socket cannot be served.
+pub async fn serve(listener: Listener, shutdown: CancellationToken) -> anyhow::Result<()> {
+    let Listener { config, uds, lock, lock_path, store, store_thread } = listener;
+    let socket = config.socket.clone();
+    let tracker = TaskTracker::new();
+    let pids = Arc::new(SpawnedPids::default());
+    if config.subreaper {
+        match sys::set_child_subreaper() {
+            Ok(()) => start_reaper(&tracker, Arc::clone(&pids), shutdown.clone()),
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot become a child subreaper; orphans go to init")
+            }
+        }
+    }
+    let daemon = Arc::new(Daemon {
+        config,
+        store: store.clone(),
+        registry: Registry::default(),
+        pids,
+        tracker: tracker.clone(),
+        shutdown: shutdown.clone(),
+        started_at_ns: sys::wall_ns(),
+        started: std::time::Instant::now(),
+    });
+    let uds = tokio::net::UnixListener::from_std(uds).context("registering the socket")?;
+    let incoming = tokio_stream::wrappers::UnixListenerStream::new(uds);
+    let service = PortalServer::new(PortalService::new(Arc::clone(&daemon)))
+        .max_decoding_message_size(portal_proto::MAX_MESSAGE_BYTES)
+        .max_encoding_message_size(portal_proto::MAX_MESSAGE_BYTES);
+    let service = tonic::service::interceptor::InterceptedService::new(service, auth::check_peer);
+    let server = tonic::transport::Server::builder()
+        .add_service(service)
+        .serve_with_incoming_shutdown(incoming, shutdown.clone().cancelled_owned());
+    // Graceful shutdown waits for clients to close their connections; one
+    // that never does (hung, or its runtime blocked) must not keep the daemon
+    // and its programs alive, so the graceful phase is bounded.
+    let served = tokio::select! {
+        r = server => r,
+        () = async {
+            shutdown.cancelled().await;
+            tokio::time::sleep(CLIENT_DRAIN_GRACE).await;
+        } => {
+            tracing::warn!("clients did not disconnect within {CLIENT_DRAIN_GRACE:?}; closing their connections");
+            Ok(())
+        }
+    };
+    // Whatever ended serving, shut everything down.
+    shutdown.cancel();
+    tracing::info!("shutting down: stopping managed processes");
+    tracker.close();
+    tracker.wait().await;
+    drop(daemon);
+    store.close().await;
+    tokio::task::spawn_blocking(move || store_thread.join()).await.ok();
+    for path in [&socket, &lock_path] {
+        if let Err(e) = std::fs::remove_file(path)
+            && e.kind() != std::io::ErrorKind::NotFound
+        {
+            tracing::warn!(path = %path.display(), error = %e, "cannot remove");
+        }
+    }
+    drop(lock);
+    tracing::info!("portald stopped");
+    served.context("serving gRPC")
+}
+
+/// Reaps orphaned descendants (reparented to the daemon as subreaper) on
+/// every SIGCHLD, leaving managed processes to their waiter threads.
+fn start_reaper(tracker: &TaskTracker, pids: Arc<SpawnedPids>, shutdown: CancellationToken) {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut sigchld = match signal(SignalKind::child()) {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot watch SIGCHLD; orphans are not reaped");
+            return;
+        }
+    };
+    tracker.spawn(async move {
+        loop {
+            tokio::select! {
+                got = sigchld.recv() => if got.is_none() { return },
+                () = shutdown.cancelled() => return,
+            }
+            let pids = Arc::clone(&pids);
+            if let Ok(reaped) = tokio::task::spawn_blocking(move || pids.reap_orphans()).await
+                && !reaped.is_empty()
+            {
+                tracing::debug!(?reaped, "reaped orphans");
+            }
+        }
+    });
+}
+
+/// Binds and serves: the daemon's whole life.
+///
+/// # Errors
+/// As [`bind`] and [`serve`].
+pub async fn run(config: &Config, shutdown: CancellationToken) -> Result<(), StartError> {
+    let listener = bind(config)?;
+    serve(listener, shutdown).await.map_err(StartError::Failed)
+}

@@ -1,0 +1,750 @@
+//! The SQLite I/O log, the process table and the program registry.
+//!
+//! One OS thread, `store-writer`, owns the write connection. Messages reach it
+//! over a channel whose *bytes* are bounded by a semaphore
+//! ([`STORE_BACKLOG_BYTES`]): an actor waits for room before handing over a
+//! chunk, so when the disk falls behind the programs are slowed, never the
+//! log dropped. The writer blocks for the first message, takes everything
+//! else already queued (up to [`STORE_BATCH_BYTES`]) and commits it in one
+//! transaction: under load many rows share a commit, and when idle a single
+//! row is committed at once (WAL with `synchronous=NORMAL`: no fsync per
+//! commit), which keeps write-to-read latency low. Replies (new ids, flush
+//! barriers) are sent after the commit. The thread ends when every [`Store`]
+//! is dropped; [`StoreThread::join`] waits for the last commit.
+//!
+//! Reads open their own connections (WAL lets them run beside the writer),
+//! pooled, and run in `spawn_blocking`. A read first passes a flush barrier
+//! so that it sees every chunk handed to the store before it was asked.
+
+pub(crate) mod schema;
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+use rusqlite::{Connection, OptionalExtension, params};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, oneshot};
+
+use crate::config::{STORE_BACKLOG_BYTES, STORE_BATCH_BYTES};
+use crate::proc::{Chunk, ProcId, StreamId};
+
+/// Messages queued to the writer (bounded in bytes by the semaphore, in count
+/// only as a backstop).
+const STORE_QUEUE_MESSAGES: usize = 16 * 1024;
+
+/// Read connections kept open for reuse; more are opened on demand.
+const READ_POOL_SIZE: usize = 8;
+
+/// What went wrong in the store.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum StoreError {
+    /// SQLite failed.
+    #[error("database error: {0}")]
+    Sqlite(#[from] rusqlite::Error),
+    /// The database could not be opened.
+    #[error("cannot open database {}: {reason}", path.display())]
+    Open {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        reason: String,
+    },
+    /// A schema migration failed.
+    #[error("migrating the database to schema version {version} failed: {source}")]
+    Migrate {
+        /// Target version.
+        version: usize,
+        /// Cause.
+        #[source]
+        source: rusqlite::Error,
+    },
+    /// The writer thread is gone (shutting down).
+    #[error("the store is closed")]
+    Closed,
+    /// Stored data is not what this version wrote.
+    #[error("corrupt record: {0}")]
+    Corrupt(String),
+}
+
+/// A process row as created at start.
+#[derive(Clone, Debug)]
+pub(crate) struct NewProc {
+    /// Name.
+    pub(crate) name: Option<String>,
+    /// Program.
+    pub(crate) command: String,
+    /// Arguments.
+    pub(crate) args: Vec<String>,
+    /// Working directory.
+    pub(crate) cwd: String,
+    /// Environment overrides as JSON.
+    pub(crate) env_json: String,
+    /// `pty` or `pipes`.
+    pub(crate) mode: &'static str,
+    /// Rows and cols for PTYs.
+    pub(crate) size: Option<(u16, u16)>,
+    /// Idle timeout.
+    pub(crate) timeout_ms: u64,
+    /// Wall-clock start.
+    pub(crate) started_at_ns: i64,
+}
+
+/// A status change of a process row.
+#[derive(Clone, Debug)]
+pub(crate) struct StatusUpdate {
+    /// Which.
+    pub(crate) id: ProcId,
+    /// OS pid.
+    pub(crate) pid: u32,
+    /// Status name.
+    pub(crate) status: &'static str,
+    /// Exit code.
+    pub(crate) exit_code: Option<i32>,
+    /// Exit signal.
+    pub(crate) exit_signal: Option<i32>,
+    /// End time.
+    pub(crate) ended_at_ns: Option<i64>,
+}
+
+/// A program registry entry.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct ProgramRow {
+    /// Canonical name.
+    pub(crate) program: String,
+    /// Needs a PTY.
+    pub(crate) needs_pty: bool,
+    /// Notes.
+    pub(crate) notes: String,
+    /// Consecutive confirmations.
+    pub(crate) confirmed_count: u32,
+    /// Last record time.
+    pub(crate) last_confirmed_at_ns: i64,
+}
+
+/// A program registry record request.
+#[derive(Clone, Debug)]
+pub(crate) struct ProgramRecord {
+    /// Canonical name.
+    pub(crate) program: String,
+    /// Needs a PTY.
+    pub(crate) needs_pty: bool,
+    /// Notes to store; `None` keeps the stored ones.
+    pub(crate) notes: Option<String>,
+    /// Time of the record.
+    pub(crate) at_ns: i64,
+}
+
+enum Msg {
+    Chunk {
+        chunk: Chunk,
+        _permit: OwnedSemaphorePermit,
+    },
+    CreateProc {
+        row: NewProc,
+        reply: oneshot::Sender<Result<ProcId, StoreError>>,
+    },
+    Status(StatusUpdate),
+    Clear {
+        id: ProcId,
+        starts: [u64; 3],
+    },
+    Delete {
+        id: ProcId,
+    },
+    Program {
+        rec: ProgramRecord,
+        reply: oneshot::Sender<Result<ProgramRow, StoreError>>,
+    },
+    Flush {
+        reply: oneshot::Sender<()>,
+    },
+    /// Commit what is queued and stop.
+    Close,
+}
+
+impl Msg {
+    fn bytes(&self) -> usize {
+        match self {
+            Self::Chunk { chunk, .. } => chunk.data.len(),
+            _ => 64,
+        }
+    }
+}
+
+/// A cheap, cloneable handle to the store.
+#[derive(Clone, Debug)]
+pub(crate) struct Store {
+    tx: mpsc::Sender<Msg>,
+    budget: Arc<Semaphore>,
+    pool: Arc<ReadPool>,
+}
+
+/// The writer thread; join it after the last [`Store`] is dropped.
+#[derive(Debug)]
+pub(crate) struct StoreThread(std::thread::JoinHandle<()>);
+
+impl StoreThread {
+    /// Waits until everything queued is committed.
+    pub(crate) fn join(self) {
+        if self.0.join().is_err() {
+            tracing::error!("the store writer thread panicked; the last batch may be lost");
+        }
+    }
+}
+
+impl Store {
+    /// Opens (creating if needed) the database and starts the writer.
+    pub(crate) fn open(path: &Path) -> Result<(Self, StoreThread), StoreError> {
+        let open_err = |reason: String| StoreError::Open { path: path.to_path_buf(), reason };
+        let mut conn = Connection::open(path).map_err(|e| open_err(e.to_string()))?;
+        schema::migrate(&mut conn).map_err(|e| open_err(e.to_string()))?;
+        // Processes that were running when a previous daemon died have no
+        // owner now; their fate is unknown.
+        conn.execute("UPDATE processes SET status = 'lost' WHERE status = 'running'", [])?;
+        let (tx, rx) = mpsc::channel(STORE_QUEUE_MESSAGES);
+        let thread = std::thread::Builder::new()
+            .name("store-writer".into())
+            .spawn(move || writer(conn, rx))
+            .map_err(|e| open_err(format!("cannot start the writer thread: {e}")))?;
+        let store = Self {
+            tx,
+            budget: Arc::new(Semaphore::new(STORE_BACKLOG_BYTES)),
+            pool: Arc::new(ReadPool { path: path.to_path_buf(), idle: Mutex::new(Vec::new()) }),
+        };
+        Ok((store, StoreThread(thread)))
+    }
+
+    async fn send(&self, msg: Msg) -> Result<(), StoreError> {
+        self.tx.send(msg).await.map_err(|_| StoreError::Closed)
+    }
+
+    /// Appends a chunk, waiting while the store's byte budget is full.
+    ///
+    /// # Cancel safety
+    /// Dropping the future before it completes drops the chunk; the actor
+    /// never drops it (it awaits to completion).
+    pub(crate) async fn append(&self, chunk: Chunk) -> Result<(), StoreError> {
+        let want = u32::try_from(chunk.data.len().max(1)).unwrap_or(u32::MAX);
+        let permit = Arc::clone(&self.budget)
+            .acquire_many_owned(want)
+            .await
+            .map_err(|_| StoreError::Closed)?;
+        self.send(Msg::Chunk { chunk, _permit: permit }).await
+    }
+
+    /// Inserts a process row and returns its new id.
+    pub(crate) async fn create_proc(&self, row: NewProc) -> Result<ProcId, StoreError> {
+        let (reply, rx) = oneshot::channel();
+        self.send(Msg::CreateProc { row, reply }).await?;
+        rx.await.map_err(|_| StoreError::Closed)?
+    }
+
+    /// Records a status change (ordered after every chunk sent before it).
+    pub(crate) async fn update_status(&self, update: StatusUpdate) -> Result<(), StoreError> {
+        self.send(Msg::Status(update)).await
+    }
+
+    /// Deletes history before `starts` (per stream) and records the new starts.
+    pub(crate) async fn clear(&self, id: ProcId, starts: [u64; 3]) -> Result<(), StoreError> {
+        self.send(Msg::Clear { id, starts }).await
+    }
+
+    /// Deletes a process and its history.
+    pub(crate) async fn delete(&self, id: ProcId) -> Result<(), StoreError> {
+        self.send(Msg::Delete { id }).await
+    }
+
+    /// Records a program registry conclusion.
+    pub(crate) async fn record_program(
+        &self,
+        rec: ProgramRecord,
+    ) -> Result<ProgramRow, StoreError> {
+        let (reply, rx) = oneshot::channel();
+        self.send(Msg::Program { rec, reply }).await?;
+        rx.await.map_err(|_| StoreError::Closed)?
+    }
+
+    /// Waits until everything sent before this call is committed.
+    pub(crate) async fn flush(&self) -> Result<(), StoreError> {
+        let (reply, rx) = oneshot::channel();
+        self.send(Msg::Flush { reply }).await?;
+        rx.await.map_err(|_| StoreError::Closed)
+    }
+
+    /// Asks the writer to commit everything queued and stop. Later sends fail
+    /// with [`StoreError::Closed`].
+    pub(crate) async fn close(&self) {
+        // Already closed is fine.
+        let _ = self.send(Msg::Close).await;
+    }
+
+    /// Runs `f` on a pooled read connection in a blocking task.
+    pub(crate) async fn read<R, F>(&self, f: F) -> Result<R, StoreError>
+    where
+        R: Send + 'static,
+        F: FnOnce(&Connection) -> Result<R, StoreError> + Send + 'static,
+    {
+        let pool = Arc::clone(&self.pool);
+        tokio::task::spawn_blocking(move || pool.with(f)).await.map_err(|_| StoreError::Closed)?
+    }
+
+    /// Flushes, then reads.
+    #[cfg(test)]
+    pub(crate) async fn read_flushed<R, F>(&self, f: F) -> Result<R, StoreError>
+    where
+        R: Send + 'static,
+        F: FnOnce(&Connection) -> Result<R, StoreError> + Send + 'static,
+    {
+        self.flush().await?;
+        self.read(f).await
+    }
+}
+
+#[derive(Debug)]
+struct ReadPool {
+    path: PathBuf,
+    idle: Mutex<Vec<Connection>>,
+}
+
+impl ReadPool {
+    fn with<R>(
+        &self,
+        f: impl FnOnce(&Connection) -> Result<R, StoreError>,
+    ) -> Result<R, StoreError> {
+        let pooled = self.idle.lock().unwrap_or_else(std::sync::PoisonError::into_inner).pop();
+        let conn = match pooled {
+            Some(c) => c,
+            None => {
+                let c = Connection::open_with_flags(
+                    &self.path,
+                    rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY
+                        | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
+                )?;
+                schema::configure(&c)?;
+                c
+            }
+        };
+        let result = f(&conn);
+        let mut idle = self.idle.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if idle.len() < READ_POOL_SIZE {
+            idle.push(conn);
+        }
+        result
+    }
+}
+
+fn writer(mut conn: Connection, mut rx: mpsc::Receiver<Msg>) {
+    let mut batch = Vec::new();
+    let mut closing = false;
+    while let Some(first) = rx.blocking_recv() {
+        let mut bytes = first.bytes();
+        closing |= matches!(first, Msg::Close);
+        batch.push(first);
+        while bytes < STORE_BATCH_BYTES && !closing {
+            match rx.try_recv() {
+                Ok(m) => {
+                    bytes += m.bytes();
+                    closing |= matches!(m, Msg::Close);
+                    batch.push(m);
+                }
+                Err(_) => break,
+            }
+        }
+        commit_batch(&mut conn, &mut batch);
+        if closing {
+            break;
+        }
+    }
+    // Fold the WAL back into the database so the file is self-contained.
+    if let Err(e) = conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(())) {
+        tracing::debug!(error = %e, "final checkpoint failed");
+    }
+    tracing::debug!("store writer finished");
+}
+
+/// Replies are sent only after the transaction commits.
+enum Reply {
+    Created(oneshot::Sender<Result<ProcId, StoreError>>, ProcId),
+    Program(oneshot::Sender<Result<ProgramRow, StoreError>>, ProgramRow),
+    Flushed(oneshot::Sender<()>),
+}
+
+fn commit_batch(conn: &mut Connection, batch: &mut Vec<Msg>) {
+    let mut replies = Vec::new();
+    let result = (|| -> Result<(), StoreError> {
+        let tx = conn.transaction()?;
+        for msg in batch.drain(..) {
+            apply(&tx, msg, &mut replies)?;
+        }
+        tx.commit()?;
+        Ok(())
+    })();
+    match result {
+        Ok(()) => {
+            for r in replies {
+                // Requesters may have gone away (cancelled); that is fine.
+                match r {
+                    Reply::Created(tx, id) => {
+                        let _ = tx.send(Ok(id));
+                    }
+                    Reply::Program(tx, row) => {
+                        let _ = tx.send(Ok(row));
+                    }
+                    Reply::Flushed(tx) => {
+                        let _ = tx.send(());
+                    }
+                }
+            }
+        }
+        Err(e) => {
+            tracing::error!(error = %e, "store transaction failed; its records are lost");
+            for r in replies {
+                match r {
+                    Reply::Created(tx, _) => {
+                        let _ = tx.send(Err(StoreError::Corrupt(format!("commit failed: {e}"))));
+                    }
+                    Reply::Program(tx, _) => {
+                        let _ = tx.send(Err(StoreError::Corrupt(format!("commit failed: {e}"))));
+                    }
+                    Reply::Flushed(tx) => {
+                        let _ = tx.send(());
+                    }
+                }
+            }
+            batch.clear();
+        }
+    }
+}
+
+fn to_i64(v: u64) -> i64 {
+    i64::try_from(v).unwrap_or(i64::MAX)
+}
+
+fn apply(
+    tx: &rusqlite::Transaction<'_>,
+    msg: Msg,
+    replies: &mut Vec<Reply>,
+) -> Result<(), StoreError> {
+    match msg {
+        Msg::Chunk { chunk, _permit } => {
+            let mut stmt = tx.prepare_cached(
+                "INSERT INTO chunks (proc_id, stream, off, ts_ns, mono_ns, data) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            )?;
+            stmt.execute(params![
+                to_i64(chunk.proc.0),
+                chunk.stream as i64,
+                to_i64(chunk.offset),
+                chunk.ts_ns,
+                chunk.mono_ns,
+                &chunk.data[..]
+            ])?;
+        }
+        Msg::CreateProc { row, reply } => {
+            let args = serde_json::to_string(&row.args).unwrap_or_else(|_| "[]".into());
+            tx.execute(
+                "INSERT INTO processes (name, command, args, cwd, env, mode, rows, cols, timeout_ms, status, started_at_ns)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, 'running', ?10)",
+                params![
+                    row.name,
+                    row.command,
+                    args,
+                    row.cwd,
+                    row.env_json,
+                    row.mode,
+                    row.size.map(|s| s.0),
+                    row.size.map(|s| s.1),
+                    to_i64(row.timeout_ms),
+                    row.started_at_ns
+                ],
+            )?;
+            let id = u64::try_from(tx.last_insert_rowid()).unwrap_or(0);
+            replies.push(Reply::Created(reply, ProcId(id)));
+        }
+        Msg::Status(u) => {
+            tx.execute(
+                "UPDATE processes SET pid = ?2, status = ?3, exit_code = ?4, exit_signal = ?5, ended_at_ns = ?6 WHERE id = ?1",
+                params![to_i64(u.id.0), u.pid, u.status, u.exit_code, u.exit_signal, u.ended_at_ns],
+            )?;
+        }
+        Msg::Clear { id, starts } => {
+            for s in StreamId::ALL {
+                tx.execute(
+                    "DELETE FROM chunks WHERE proc_id = ?1 AND stream = ?2 AND off < ?3",
+                    params![to_i64(id.0), s as i64, to_i64(starts[s.index()])],
+                )?;
+            }
+            tx.execute(
+                "UPDATE processes SET start_stdin = ?2, start_stdout = ?3, start_stderr = ?4 WHERE id = ?1",
+                params![to_i64(id.0), to_i64(starts[0]), to_i64(starts[1]), to_i64(starts[2])],
+            )?;
+        }
+        Msg::Delete { id } => {
+            tx.execute("DELETE FROM chunks WHERE proc_id = ?1", params![to_i64(id.0)])?;
+            tx.execute("DELETE FROM processes WHERE id = ?1", params![to_i64(id.0)])?;
+        }
+        Msg::Program { rec, reply } => {
+            let row = record_program(tx, rec)?;
+            replies.push(Reply::Program(reply, row));
+        }
+        Msg::Flush { reply } => replies.push(Reply::Flushed(reply)),
+        Msg::Close => {}
+    }
+    Ok(())
+}
+
+/// The registry's rules: a new entry counts 1; the same conclusion again
+/// counts +1; a flip of `needs_pty` resets the count to 1 (a correction is not
+/// a confirmation). Notes are replaced whenever given (even empty) and kept
+/// otherwise, including across a flip.
+fn record_program(
+    tx: &rusqlite::Transaction<'_>,
+    rec: ProgramRecord,
+) -> Result<ProgramRow, StoreError> {
+    let existing = load_program(tx, &rec.program)?;
+    let (count, notes) = match existing {
+        None => (1, rec.notes.unwrap_or_default()),
+        Some(old) => {
+            let count = if old.needs_pty == rec.needs_pty {
+                old.confirmed_count.saturating_add(1)
+            } else {
+                1
+            };
+            (count, rec.notes.unwrap_or(old.notes))
+        }
+    };
+    tx.execute(
+        "INSERT INTO programs (program, needs_pty, notes, confirmed_count, last_confirmed_at_ns)
+         VALUES (?1, ?2, ?3, ?4, ?5)
+         ON CONFLICT (program) DO UPDATE SET needs_pty = ?2, notes = ?3, confirmed_count = ?4, last_confirmed_at_ns = ?5",
+        params![rec.program, rec.needs_pty, notes, count, rec.at_ns],
+    )?;
+    Ok(ProgramRow {
+        program: rec.program,
+        needs_pty: rec.needs_pty,
+        notes,
+        confirmed_count: count,
+        last_confirmed_at_ns: rec.at_ns,
+    })
+}
+
+/// Looks a program up.
+pub(crate) fn load_program(
+    conn: &Connection,
+    program: &str,
+) -> Result<Option<ProgramRow>, StoreError> {
+    Ok(conn
+        .query_row(
+            "SELECT needs_pty, notes, confirmed_count, last_confirmed_at_ns FROM programs WHERE program = ?1",
+            params![program],
+            |r| {
+                Ok(ProgramRow {
+                    program: program.to_owned(),
+                    needs_pty: r.get(0)?,
+                    notes: r.get(1)?,
+                    confirmed_count: r.get(2)?,
+                    last_confirmed_at_ns: r.get(3)?,
+                })
+            },
+        )
+        .optional()?)
+}
+
+/// A piece of one stream read back from the log.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Piece {
+    /// Row id: insertion order across streams.
+    pub(crate) seq: i64,
+    /// Stream.
+    pub(crate) stream: StreamId,
+    /// Offset of the first byte.
+    pub(crate) offset: u64,
+    /// Wall-clock ns of the chunk.
+    pub(crate) ts_ns: i64,
+    /// The bytes.
+    pub(crate) data: Bytes,
+}
+
+impl Piece {
+    /// Offset just past the last byte.
+    pub(crate) fn end(&self) -> u64 {
+        self.offset + self.data.len() as u64
+    }
+}
+
+/// Which end a bounded read keeps.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Keep {
+    /// The oldest bytes.
+    Head,
+    /// The newest bytes.
+    Tail,
+}
+
+/// Reads at most `max_bytes` of `[from, to)` of one stream, as pieces in
+/// offset order, trimmed to the range and the budget.
+pub(crate) fn read_range(
+    conn: &Connection,
+    proc: ProcId,
+    stream: StreamId,
+    from: u64,
+    to: u64,
+    max_bytes: u64,
+    keep: Keep,
+) -> Result<Vec<Piece>, StoreError> {
+    if to <= from || max_bytes == 0 {
+        return Ok(Vec::new());
+    }
+    let sql = match keep {
+        Keep::Head => {
+            "SELECT id, off, ts_ns, data FROM chunks
+             WHERE proc_id = ?1 AND stream = ?2 AND off < ?4
+               AND off >= coalesce((SELECT max(off) FROM chunks WHERE proc_id = ?1 AND stream = ?2 AND off <= ?3), 0)
+             ORDER BY off"
+        }
+        Keep::Tail => {
+            "SELECT id, off, ts_ns, data FROM chunks
+             WHERE proc_id = ?1 AND stream = ?2 AND off < ?4
+               AND off >= coalesce((SELECT max(off) FROM chunks WHERE proc_id = ?1 AND stream = ?2 AND off <= ?3), 0)
+             ORDER BY off DESC"
+        }
+    };
+    let mut stmt = conn.prepare_cached(sql)?;
+    let mut rows = stmt.query(params![to_i64(proc.0), stream as i64, to_i64(from), to_i64(to)])?;
+    let mut out = Vec::new();
+    let mut total = 0u64;
+    while let Some(row) = rows.next()? {
+        let seq: i64 = row.get(0)?;
+        let off =
+            u64::try_from(row.get::<_, i64>(1)?).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        let ts_ns: i64 = row.get(2)?;
+        let blob = row.get_ref(3)?.as_blob().map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        let end = off + blob.len() as u64;
+        let lo = from.max(off);
+        let hi = to.min(end);
+        if hi <= lo {
+            continue;
+        }
+        let (lo, hi) = match keep {
+            Keep::Head => (lo, hi.min(lo + (max_bytes - total))),
+            Keep::Tail => (lo.max(hi.saturating_sub(max_bytes - total)), hi),
+        };
+        let slice =
+            &blob[usize::try_from(lo - off).unwrap_or(0)..usize::try_from(hi - off).unwrap_or(0)];
+        total += hi - lo;
+        out.push(Piece { seq, stream, offset: lo, ts_ns, data: Bytes::copy_from_slice(slice) });
+        if total >= max_bytes {
+            break;
+        }
+    }
+    if keep == Keep::Tail {
+        out.reverse();
+    }
+    Ok(out)
+}
+
+/// Offset of the first chunk of `stream` read at or after monotonic time
+/// `since_mono_ns`, if any.
+pub(crate) fn first_offset_since(
+    conn: &Connection,
+    proc: ProcId,
+    stream: StreamId,
+    since_mono_ns: i64,
+) -> Result<Option<u64>, StoreError> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT off FROM chunks WHERE proc_id = ?1 AND stream = ?2 AND mono_ns >= ?3 ORDER BY mono_ns LIMIT 1",
+    )?;
+    let off: Option<i64> = stmt
+        .query_row(params![to_i64(proc.0), stream as i64, since_mono_ns], |r| r.get(0))
+        .optional()?;
+    Ok(off.and_then(|o| u64::try_from(o).ok()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn chunk(proc: u64, stream: StreamId, offset: u64, mono: i64, data: &'static [u8]) -> Chunk {
+        Chunk {
+            proc: ProcId(proc),
+            stream,
+            offset,
+            ts_ns: mono,
+            mono_ns: mono,
+            data: Bytes::from_static(data),
+        }
+    }
+
+    fn new_proc() -> NewProc {
+        NewProc {
+            name: None,
+            command: "sh".into(),
+            args: vec![],
+            cwd: "/".into(),
+            env_json: "{}".into(),
+            mode: "pipes",
+            size: None,
+            timeout_ms: 0,
+            started_at_ns: 1,
+        }
+    }
+
+    #[tokio::test]
+    async fn ranges_keep_head_or_tail_and_trim() {
+        let dir = tempfile::tempdir().unwrap();
+        let (store, thread) = Store::open(&dir.path().join("t.db")).unwrap();
+        let id = store.create_proc(new_proc()).await.unwrap();
+        for (i, part) in [b"aaaa", b"bbbb", b"cccc"].iter().enumerate() {
+            let off = 4 * i as u64;
+            store.append(chunk(id.0, StreamId::Stdout, off, 10 * i as i64, *part)).await.unwrap();
+        }
+        let all = store
+            .read_flushed(move |c| read_range(c, id, StreamId::Stdout, 2, 12, 100, Keep::Head))
+            .await
+            .unwrap();
+        let text: Vec<u8> = all.iter().flat_map(|p| p.data.to_vec()).collect();
+        assert_eq!(text, b"aabbbbcccc");
+        assert_eq!(all[0].offset, 2);
+        let head = store
+            .read(move |c| read_range(c, id, StreamId::Stdout, 2, 12, 5, Keep::Head))
+            .await
+            .unwrap();
+        let text: Vec<u8> = head.iter().flat_map(|p| p.data.to_vec()).collect();
+        assert_eq!(text, b"aabbb");
+        let tail = store
+            .read(move |c| read_range(c, id, StreamId::Stdout, 0, 12, 6, Keep::Tail))
+            .await
+            .unwrap();
+        let text: Vec<u8> = tail.iter().flat_map(|p| p.data.to_vec()).collect();
+        assert_eq!(text, b"bbcccc");
+        assert_eq!(tail[0].offset, 6);
+        let since =
+            store.read(move |c| first_offset_since(c, id, StreamId::Stdout, 5)).await.unwrap();
+        assert_eq!(since, Some(4));
+        drop(store);
+        thread.join();
+    }
+
+    #[tokio::test]
+    async fn registry_counts_and_notes() {
+        let dir = tempfile::tempdir().unwrap();
+        let (store, thread) = Store::open(&dir.path().join("t.db")).unwrap();
+        let rec = |needs_pty, notes: Option<&str>| ProgramRecord {
+            program: "ssh".into(),
+            needs_pty,
+            notes: notes.map(str::to_owned),
+            at_ns: 5,
+        };
+        let r = store.record_program(rec(true, Some("interactive"))).await.unwrap();
+        assert_eq!((r.confirmed_count, r.notes.as_str()), (1, "interactive"));
+        let r = store.record_program(rec(true, None)).await.unwrap();
+        assert_eq!((r.confirmed_count, r.notes.as_str()), (2, "interactive"));
+        let r = store.record_program(rec(false, None)).await.unwrap();
+        assert_eq!((r.confirmed_count, r.needs_pty, r.notes.as_str()), (1, false, "interactive"));
+        let r = store.record_program(rec(false, Some(""))).await.unwrap();
+        assert_eq!((r.confirmed_count, r.notes.as_str()), (2, ""));
+        let got = store.read(|c| load_program(c, "ssh")).await.unwrap().unwrap();
+        assert_eq!(got, r);
+        drop(store);
+        thread.join();
+    }
+}

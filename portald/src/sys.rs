@@ -1,0 +1,279 @@
+//! Every `unsafe` system call the daemon makes, each behind a safe function.
+//!
+//! Process signalling (`kill`, `killpg` and the session sweep that reaches jobs
+//! an interactive shell moved into their own process groups), reaping
+//! (`waitpid` of one pid, and of orphans Portal did not spawn), the child
+//! subreaper flag, `setsid`, `flock` and the monotonic clock. Parsing of
+//! `/proc/<pid>/stat` lives here too because the sweep depends on it.
+#![allow(
+    unsafe_code,
+    reason = "the one module that wraps libc calls; each block has a SAFETY note"
+)]
+
+use std::collections::HashSet;
+use std::io;
+use std::os::fd::AsRawFd;
+
+/// How a child ended, as `waitpid` reported it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct ExitInfo {
+    /// Exit code when it exited normally.
+    pub(crate) code: Option<i32>,
+    /// Signal number when a signal ended it.
+    pub(crate) signal: Option<i32>,
+}
+
+fn pid_t(pid: u32) -> io::Result<libc::pid_t> {
+    libc::pid_t::try_from(pid)
+        .ok()
+        .filter(|p| *p > 0)
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, format!("invalid pid {pid}")))
+}
+
+/// Sends `sig` to one process. A process that is already gone is not an error.
+pub(crate) fn kill(pid: u32, sig: i32) -> io::Result<()> {
+    let pid = pid_t(pid)?;
+    // SAFETY: kill has no memory-safety preconditions; pid is positive so it
+    // never addresses a process group or every process.
+    let rc = unsafe { libc::kill(pid, sig) };
+    check_esrch_ok(rc)
+}
+
+/// Sends `sig` to a process group. A group that is already gone is not an error.
+pub(crate) fn killpg(pgid: u32, sig: i32) -> io::Result<()> {
+    let pgid = pid_t(pgid)?;
+    // SAFETY: killpg has no memory-safety preconditions; pgid is positive.
+    let rc = unsafe { libc::killpg(pgid, sig) };
+    check_esrch_ok(rc)
+}
+
+fn check_esrch_ok(rc: libc::c_int) -> io::Result<()> {
+    if rc == 0 {
+        return Ok(());
+    }
+    let err = io::Error::last_os_error();
+    if err.raw_os_error() == Some(libc::ESRCH) { Ok(()) } else { Err(err) }
+}
+
+/// Signals a whole process tree started by Portal: the leader's process group
+/// and every process whose session or process group is the leader's pid.
+///
+/// Portal starts every child as a session leader (`setsid`), so its pid is both
+/// its session id and its process group id. An interactive shell moves each
+/// job into its own process group, which `killpg` alone misses; the sweep over
+/// `/proc` catches them. A descendant that calls `setsid()` itself escapes.
+pub(crate) fn kill_tree(leader: u32, sig: i32) -> io::Result<()> {
+    let group = killpg(leader, sig);
+    for pid in session_members(leader) {
+        // A member may exit between the scan and the signal; kill ignores ESRCH.
+        let _ = kill(pid, sig);
+    }
+    group
+}
+
+/// Fields of `/proc/<pid>/stat` that Portal uses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct ProcStat {
+    /// One-letter state (`R`, `S`, `Z`…).
+    pub(crate) state: char,
+    /// Parent pid.
+    pub(crate) ppid: u32,
+    /// Process group id.
+    pub(crate) pgrp: u32,
+    /// Session id.
+    pub(crate) session: u32,
+}
+
+/// Parses `/proc/<pid>/stat`. The command name is in parentheses and may itself
+/// contain spaces and parentheses, so fields are read after the **last** `)`.
+pub(crate) fn parse_stat(text: &str) -> Option<ProcStat> {
+    let rest = &text[text.rfind(')')? + 1..];
+    let mut fields = rest.split_ascii_whitespace();
+    let state = fields.next()?.chars().next()?;
+    let ppid = fields.next()?.parse().ok()?;
+    let pgrp = fields.next()?.parse().ok()?;
+    let session = fields.next()?.parse().ok()?;
+    Some(ProcStat { state, ppid, pgrp, session })
+}
+
+/// Reads and parses `/proc/<pid>/stat`.
+pub(crate) fn proc_stat(pid: u32) -> Option<ProcStat> {
+    parse_stat(&std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?)
+}
+
+fn all_pids() -> Vec<u32> {
+    let Ok(dir) = std::fs::read_dir("/proc") else { return Vec::new() };
+    dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok()).collect()
+}
+
+/// Pids (other than `leader`) whose session or process group is `leader`.
+pub(crate) fn session_members(leader: u32) -> Vec<u32> {
+    all_pids()
+        .into_iter()
+        .filter(|&pid| pid != leader)
+        .filter(|&pid| proc_stat(pid).is_some_and(|s| s.session == leader || s.pgrp == leader))
+        .collect()
+}
+
+/// Blocks until `pid` (a child of this process) ends and reaps it.
+pub(crate) fn wait_pid(pid: u32) -> io::Result<ExitInfo> {
+    let pid = pid_t(pid)?;
+    loop {
+        let mut status: libc::c_int = 0;
+        // SAFETY: status is a valid, writable c_int for the duration of the call.
+        let rc = unsafe { libc::waitpid(pid, &raw mut status, 0) };
+        if rc == pid {
+            return Ok(decode_status(status));
+        }
+        let err = io::Error::last_os_error();
+        if err.raw_os_error() != Some(libc::EINTR) {
+            return Err(err);
+        }
+    }
+}
+
+fn decode_status(status: libc::c_int) -> ExitInfo {
+    if libc::WIFEXITED(status) {
+        ExitInfo { code: Some(libc::WEXITSTATUS(status)), signal: None }
+    } else if libc::WIFSIGNALED(status) {
+        ExitInfo { code: None, signal: Some(libc::WTERMSIG(status)) }
+    } else {
+        ExitInfo { code: None, signal: None }
+    }
+}
+
+/// Reaps zombie children of this process that are not in `ours` (orphans
+/// reparented to the daemon because it is a child subreaper). Never calls
+/// `waitpid(-1)`, which would steal the exit status of a managed process from
+/// its waiter thread. Returns the pids reaped.
+pub(crate) fn reap_orphans(ours: &HashSet<u32>) -> Vec<u32> {
+    let me = std::process::id();
+    let mut reaped = Vec::new();
+    for pid in all_pids() {
+        if ours.contains(&pid) {
+            continue;
+        }
+        let Some(stat) = proc_stat(pid) else { continue };
+        if stat.ppid != me || stat.state != 'Z' {
+            continue;
+        }
+        let Ok(raw) = pid_t(pid) else { continue };
+        let mut status: libc::c_int = 0;
+        // SAFETY: status is a valid, writable c_int; WNOHANG never blocks.
+        let rc = unsafe { libc::waitpid(raw, &raw mut status, libc::WNOHANG) };
+        if rc == raw {
+            reaped.push(pid);
+        }
+    }
+    reaped
+}
+
+/// Marks this process as a child subreaper: orphaned descendants of managed
+/// processes are reparented here (and reaped) instead of to PID 1, which in
+/// containers often never reaps.
+pub(crate) fn set_child_subreaper() -> io::Result<()> {
+    // SAFETY: PR_SET_CHILD_SUBREAPER takes an integer argument and no pointers.
+    let rc = unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
+    if rc == 0 { Ok(()) } else { Err(io::Error::last_os_error()) }
+}
+
+/// Starts a new session for this process (detaching from the terminal and
+/// session of whoever started it).
+pub(crate) fn setsid() -> io::Result<()> {
+    // SAFETY: setsid has no arguments and no memory effects.
+    let rc = unsafe { libc::setsid() };
+    if rc >= 0 { Ok(()) } else { Err(io::Error::last_os_error()) }
+}
+
+/// Makes a `Command` start its child in a new session (so it leads its own
+/// session and process group, and `kill_tree` reaches all of it).
+pub(crate) fn new_session_on_spawn(cmd: &mut std::process::Command) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: the hook runs in the forked child before exec and only calls
+    // setsid, which is async-signal-safe and allocates nothing.
+    unsafe {
+        cmd.pre_exec(|| {
+            if libc::setsid() < 0 {
+                return Err(io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+}
+
+/// Takes an exclusive, non-blocking `flock` on `file`. `Ok(false)` when another
+/// process holds it. The lock lives as long as the file stays open.
+pub(crate) fn try_lock_exclusive(file: &std::fs::File) -> io::Result<bool> {
+    // SAFETY: the fd is valid for the lifetime of `file`, borrowed here.
+    let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+    if rc == 0 {
+        return Ok(true);
+    }
+    let err = io::Error::last_os_error();
+    if err.raw_os_error() == Some(libc::EWOULDBLOCK) { Ok(false) } else { Err(err) }
+}
+
+/// A new file descriptor for the same open file as `fd` (close-on-exec).
+///
+/// Used for the PTY's primary side: portable-pty's own writer sends a newline
+/// and EOF when dropped, which a program still attached to the terminal would
+/// read (and echo) as input Portal never sent.
+pub(crate) fn dup_fd(fd: std::os::fd::RawFd) -> io::Result<std::fs::File> {
+    // SAFETY: the caller owns `fd` (the PTY primary) for at least this call;
+    // the borrow ends before the function returns.
+    let borrowed = unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) };
+    Ok(std::fs::File::from(borrowed.try_clone_to_owned()?))
+}
+
+/// `CLOCK_MONOTONIC` in nanoseconds: system-wide (comparable across daemon
+/// restarts within one boot) and immune to wall-clock jumps, so it orders
+/// chunks and bounds time-window reads.
+pub(crate) fn monotonic_ns() -> i64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: ts is a valid, writable timespec; CLOCK_MONOTONIC always exists.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &raw mut ts) };
+    ts.tv_sec.saturating_mul(1_000_000_000).saturating_add(ts.tv_nsec)
+}
+
+/// Wall-clock time in nanoseconds since the Unix epoch (for display only).
+pub(crate) fn wall_ns() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stat_parsing_survives_parentheses_in_names() {
+        let s = "1234 (a (weird) name) S 1 1234 1234 34816 1234 4194560 0 0";
+        assert_eq!(
+            parse_stat(s),
+            Some(ProcStat { state: 'S', ppid: 1, pgrp: 1234, session: 1234 })
+        );
+        assert_eq!(parse_stat("garbage"), None);
+    }
+
+    #[test]
+    fn own_stat_is_readable() {
+        let st = proc_stat(std::process::id()).expect("own stat");
+        assert!(matches!(st.state, 'R' | 'S'), "{st:?}");
+        assert!(st.pgrp > 0);
+    }
+
+    #[test]
+    fn monotonic_clock_moves_forward() {
+        let a = monotonic_ns();
+        let b = monotonic_ns();
+        assert!(b >= a && a > 0);
+    }
+
+    #[test]
+    fn kill_of_a_missing_process_is_not_an_error() {
+        // Pid numbers near the maximum are not in use on a test machine.
+        assert!(kill(4_194_000, 0).is_ok());
+        assert!(kill(0, 0).is_err());
+    }
+}

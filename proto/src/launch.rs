@@ -1,0 +1,147 @@
+//! Auto-starting `portald` for clients (`portal-shim`, `portal-cli`).
+//!
+//! [`connect_or_start`] connects to the socket; when nothing answers it starts
+//! the daemon binary ([`crate::paths::daemon_binary`]) detached (`--detach`: its
+//! own session, surviving the client) and waits, bounded, until it answers. Two
+//! clients racing end with one daemon: the loser's daemon finds the lock taken
+//! and exits with [`EXIT_ALREADY_RUNNING`], and both clients connect to the winner.
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::client::{Client, ClientError};
+
+/// Exit code of `portald` when another daemon already holds the socket's lock
+/// (EX_TEMPFAIL from sysexits.h: "try again later" is exactly what a racing
+/// client should do, by connecting).
+pub const EXIT_ALREADY_RUNNING: i32 = 75;
+
+/// How long a client waits for a daemon it started to answer. Startup is
+/// opening a database and binding a socket (milliseconds); 10 s covers a
+/// cold disk and a loaded machine without hanging an agent forever.
+pub const DEFAULT_START_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How to reach (and if need be start) the daemon.
+#[derive(Clone, Debug)]
+pub struct LaunchOptions {
+    /// Socket to connect to.
+    pub socket: PathBuf,
+    /// Data directory passed to a daemon this client starts (`None` = its default).
+    pub data_dir: Option<PathBuf>,
+    /// Whether to start a daemon when none answers.
+    pub autostart: bool,
+    /// How long to wait for a started daemon.
+    pub timeout: Duration,
+}
+
+impl LaunchOptions {
+    /// Options from the environment: `PORTAL_SOCKET`, `PORTAL_DATA_DIR`.
+    #[must_use]
+    pub fn from_env() -> Self {
+        Self {
+            socket: crate::paths::socket_path(),
+            data_dir: std::env::var_os(crate::paths::ENV_DATA_DIR)
+                .filter(|v| !v.is_empty())
+                .map(PathBuf::from),
+            autostart: true,
+            timeout: DEFAULT_START_TIMEOUT,
+        }
+    }
+}
+
+/// Connects to the daemon, starting it first when nothing answers and
+/// `autostart` is set.
+///
+/// # Errors
+/// [`ClientError::Unavailable`] when nothing answers (and autostart is off or
+/// the started daemon never answered), [`ClientError::Launch`] when no daemon
+/// binary exists or it failed, [`ClientError::VersionMismatch`].
+pub async fn connect_or_start(opts: &LaunchOptions) -> Result<Client, ClientError> {
+    match Client::connect(&opts.socket).await {
+        Err(ClientError::Unavailable { .. }) if opts.autostart => {}
+        other => return other,
+    }
+    let mut child = spawn_daemon(opts)?;
+    let deadline = Instant::now() + opts.timeout;
+    let mut delay = Duration::from_millis(5);
+    let mut exited_with = None;
+    loop {
+        match Client::connect(&opts.socket).await {
+            Ok(client) => {
+                reap_in_background(child);
+                return Ok(client);
+            }
+            Err(ClientError::Unavailable { reason, .. }) => {
+                if exited_with.is_none()
+                    && let Ok(Some(status)) = child.try_wait()
+                {
+                    exited_with = Some(status);
+                    if status.code() != Some(EXIT_ALREADY_RUNNING) {
+                        return Err(ClientError::Launch(format!(
+                            "portald exited with {status} before answering on {}; see its log {}",
+                            opts.socket.display(),
+                            daemon_log(opts).display()
+                        )));
+                    }
+                }
+                if Instant::now() >= deadline {
+                    reap_in_background(child);
+                    return Err(ClientError::Unavailable {
+                        socket: opts.socket.clone(),
+                        reason: format!(
+                            "started portald but it did not answer within {:?} ({reason}); see {}",
+                            opts.timeout,
+                            daemon_log(opts).display()
+                        ),
+                    });
+                }
+            }
+            Err(other) => {
+                reap_in_background(child);
+                return Err(other);
+            }
+        }
+        // Polling is the one way to learn that another process started
+        // listening; the backoff keeps it cheap and bounded by the deadline.
+        tokio::time::sleep(delay).await;
+        delay = (delay * 2).min(Duration::from_millis(50));
+    }
+}
+
+fn daemon_log(opts: &LaunchOptions) -> PathBuf {
+    opts.data_dir.clone().unwrap_or_else(crate::paths::data_dir).join(crate::paths::DAEMON_LOG_FILE)
+}
+
+fn spawn_daemon(opts: &LaunchOptions) -> Result<Child, ClientError> {
+    use std::os::unix::process::CommandExt;
+    let daemon = crate::paths::daemon_binary().ok_or_else(|| {
+        ClientError::Launch(format!(
+            "no portald binary beside {} or on PATH; install it or set {}",
+            std::env::current_exe().map(|p| p.display().to_string()).unwrap_or_default(),
+            crate::paths::ENV_DAEMON
+        ))
+    })?;
+    let mut cmd = Command::new(&daemon);
+    cmd.arg("--detach").arg("--socket").arg(&opts.socket);
+    if let Some(dir) = &opts.data_dir {
+        cmd.arg("--data-dir").arg(dir);
+    }
+    // Its own process group: a Ctrl-C aimed at the client must not reach it.
+    // The daemon then calls setsid() itself to leave the client's session.
+    cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null()).process_group(0);
+    tracing::info!(daemon = %daemon.display(), socket = %opts.socket.display(), "starting portald");
+    cmd.spawn()
+        .map_err(|e| ClientError::Launch(format!("cannot execute {}: {e}", daemon.display())))
+}
+
+/// Waits for the daemon child on a thread so it never lingers as a zombie of
+/// the client; if the client exits first the daemon is simply reparented.
+fn reap_in_background(mut child: Child) {
+    let spawned = std::thread::Builder::new().name("portald-reaper".into()).spawn(move || {
+        let _status = child.wait();
+    });
+    if let Err(e) = spawned {
+        tracing::debug!(error = %e, "cannot start a reaper thread for portald");
+    }
+}

@@ -1,0 +1,37 @@
+//! Portal's wire contract and what every client shares.
+//!
+//! - [`v1`]: the messages and the tonic client and server generated from
+//!   `portal/v1/portal.proto`, the only API between `portald` and its clients.
+//! - [`client`]: [`client::Client`], a connection to `portald` over its Unix
+//!   socket with the protocol-version check.
+//! - [`launch`]: finding and auto-starting `portald` when nothing answers.
+//! - [`paths`]: where the socket, the database and the daemon log live.
+
+pub mod client;
+pub mod launch;
+pub mod paths;
+
+/// Generated protobuf messages and gRPC stubs for package `portal.v1`.
+#[allow(
+    clippy::all,
+    clippy::pedantic,
+    missing_docs,
+    unreachable_pub,
+    reason = "generated code; its documentation comes from the .proto comments"
+)]
+pub mod v1 {
+    tonic::include_proto!("portal.v1");
+}
+
+/// Wire protocol version. Bump it on any incompatible change to the `.proto`;
+/// clients refuse to talk to a daemon reporting another version.
+pub const PROTOCOL_VERSION: u32 = 1;
+
+/// Largest gRPC message either side accepts. Reads are capped at 4 MiB of data,
+/// and writes at [`MAX_WRITE_BYTES`]; 32 MiB leaves room for framing and text
+/// rendering (which can grow invalid UTF-8 threefold).
+pub const MAX_MESSAGE_BYTES: usize = 32 << 20;
+
+/// Largest single Write the daemon accepts. A program that never reads must
+/// not make the daemon hold unbounded input; 16 MiB covers any paste.
+pub const MAX_WRITE_BYTES: usize = 16 << 20;

@@ -1,0 +1,115 @@
+//! Where Portal's files live, shared by `portald`, `portal-shim` and `portal-cli`
+//! so that all three agree without configuration.
+//!
+//! | what | environment | default |
+//! |---|---|---|
+//! | socket | `PORTAL_SOCKET` | `$XDG_RUNTIME_DIR/portal/portald.sock`, else `/tmp/portal-$UID/portald.sock` |
+//! | data dir (database, daemon log) | `PORTAL_DATA_DIR` | `$XDG_STATE_HOME/portal` (`~/.local/state/portal`), macOS: the local data dir |
+//! | daemon binary | `PORTAL_DAEMON` | `portald` beside the running executable, else on `PATH` |
+
+use std::path::{Path, PathBuf};
+
+/// Environment variable naming the socket.
+pub const ENV_SOCKET: &str = "PORTAL_SOCKET";
+/// Environment variable naming the data directory.
+pub const ENV_DATA_DIR: &str = "PORTAL_DATA_DIR";
+/// Environment variable holding the tracing filter.
+pub const ENV_LOG: &str = "PORTAL_LOG";
+/// Environment variable naming the daemon binary for auto-start.
+pub const ENV_DAEMON: &str = "PORTAL_DAEMON";
+/// File name of the socket inside the runtime directory.
+pub const SOCKET_FILE: &str = "portald.sock";
+/// File name of the database inside the data directory.
+pub const DATABASE_FILE: &str = "portal.db";
+/// File name of the auto-started daemon's log inside the data directory.
+pub const DAEMON_LOG_FILE: &str = "portald.log";
+/// `sun_path` in `struct sockaddr_un` holds 108 bytes including the NUL.
+pub const MAX_SOCKET_PATH_BYTES: usize = 107;
+
+fn project_dirs() -> Option<directories::ProjectDirs> {
+    directories::ProjectDirs::from("dev", "portal", "portal")
+}
+
+fn env_path(name: &str) -> Option<PathBuf> {
+    std::env::var_os(name).filter(|v| !v.is_empty()).map(PathBuf::from)
+}
+
+/// The effective user id of this process.
+#[must_use]
+#[allow(unsafe_code, reason = "getuid has no safe wrapper in std")]
+pub fn uid() -> u32 {
+    // SAFETY: getuid takes no arguments, cannot fail and touches no memory.
+    unsafe { libc::getuid() }
+}
+
+/// The runtime directory for the socket: `$XDG_RUNTIME_DIR/portal`, or
+/// `/tmp/portal-$UID` where there is none (root in containers, macOS).
+#[must_use]
+pub fn runtime_dir() -> PathBuf {
+    project_dirs()
+        .and_then(|d| d.runtime_dir().map(Path::to_path_buf))
+        .unwrap_or_else(|| PathBuf::from(format!("/tmp/portal-{}", uid())))
+}
+
+/// The socket path: `PORTAL_SOCKET`, else [`runtime_dir`]`/portald.sock`.
+#[must_use]
+pub fn socket_path() -> PathBuf {
+    env_path(ENV_SOCKET).unwrap_or_else(|| runtime_dir().join(SOCKET_FILE))
+}
+
+/// The data directory: `PORTAL_DATA_DIR`, else the XDG state dir.
+#[must_use]
+pub fn data_dir() -> PathBuf {
+    env_path(ENV_DATA_DIR).unwrap_or_else(default_data_dir)
+}
+
+fn default_data_dir() -> PathBuf {
+    match project_dirs() {
+        Some(d) => {
+            d.state_dir().map_or_else(|| d.data_local_dir().to_path_buf(), Path::to_path_buf)
+        }
+        None => PathBuf::from(format!("/tmp/portal-{}", uid())).join("state"),
+    }
+}
+
+/// The daemon binary to auto-start: `PORTAL_DAEMON`, else `portald` beside the
+/// current executable, else `portald` on `PATH`. `None` when none exists.
+#[must_use]
+pub fn daemon_binary() -> Option<PathBuf> {
+    if let Some(p) = env_path(ENV_DAEMON) {
+        return Some(p);
+    }
+    let beside = std::env::current_exe().ok().and_then(|exe| {
+        let dir = exe.parent()?;
+        // Test binaries live in target/<profile>/deps; the daemon one level up.
+        [dir.join("portald"), dir.parent()?.join("portald")].into_iter().find(|p| p.is_file())
+    });
+    beside.or_else(|| find_on_path("portald"))
+}
+
+/// Looks `name` up on `PATH` like `execvp` would (executable regular files only).
+#[must_use]
+pub fn find_on_path(name: &str) -> Option<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|dir| dir.join(name))
+        .find(|p| p.metadata().is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn runtime_dir_is_never_empty() {
+        assert!(!runtime_dir().as_os_str().is_empty());
+        assert!(socket_path().ends_with(SOCKET_FILE) || std::env::var_os(ENV_SOCKET).is_some());
+    }
+
+    #[test]
+    fn path_lookup_finds_sh() {
+        assert!(find_on_path("sh").is_some());
+        assert!(find_on_path("portal-no-such-program-xyz").is_none());
+    }
+}

@@ -1,0 +1,119 @@
+//! Bad input gets a clear error that names the thing, and leaves nothing
+//! half-made.
+
+use portal_proto::v1 as pb;
+use portal_tests::*;
+use tonic::Code;
+
+#[tokio::test]
+async fn unknown_ids_and_names_are_not_found() {
+    let d = TestDaemon::start().await;
+    let mut rpc = d.rpc();
+    let err = rpc.inspect(pb::InspectRequest { proc: by_id(999) }).await.unwrap_err();
+    assert_eq!((err.code(), err.message()), (Code::NotFound, "no process with id 999"));
+    let name = Some(pb::ProcRef { target: Some(pb::proc_ref::Target::Name("nope".into())) });
+    let err = rpc.write(pb::WriteRequest { proc: name, data: "x".into() }).await.unwrap_err();
+    assert_eq!((err.code(), err.message()), (Code::NotFound, "no process named \"nope\""));
+    let err = rpc.inspect(pb::InspectRequest { proc: None }).await.unwrap_err();
+    assert_eq!(err.code(), Code::InvalidArgument);
+    assert!(err.message().contains("proc"), "{}", err.message());
+    d.stop().await;
+}
+
+#[tokio::test]
+async fn missing_programs_and_bad_directories_leave_nothing_behind() {
+    let d = TestDaemon::start().await;
+    let mut rpc = d.rpc();
+    for pty in [false, true] {
+        let req = pb::StartRequest {
+            command: "no-such-program-xyz".into(),
+            mode: if pty { pb::Mode::Pty } else { pb::Mode::Pipes }.into(),
+            ..Default::default()
+        };
+        let err = rpc.start(req).await.unwrap_err();
+        assert_eq!(err.code(), Code::InvalidArgument);
+        assert!(
+            err.message().contains("cannot execute \"no-such-program-xyz\""),
+            "{}",
+            err.message()
+        );
+    }
+    let req =
+        pb::StartRequest { command: "sh".into(), cwd: "/no/such/dir".into(), ..Default::default() };
+    let err = rpc.start(req).await.unwrap_err();
+    assert_eq!(err.code(), Code::InvalidArgument);
+    assert!(err.message().contains("/no/such/dir"), "{}", err.message());
+    let list = rpc.list(pb::ListRequest {}).await.unwrap().into_inner();
+    assert!(list.processes.is_empty(), "a failed start left {:?}", list.processes);
+    d.stop().await;
+}
+
+#[tokio::test]
+async fn bad_signals_sizes_and_writes_are_refused() {
+    let d = TestDaemon::start().await;
+    let mut rpc = d.rpc();
+    let p = start_pty(&mut rpc, "cat", &[], 24, 80).await;
+    for bad in ["SIGFOO", "0", "99", ""] {
+        let err = rpc
+            .signal(pb::SignalRequest { proc: by_id(p.id), signal: bad.into() })
+            .await
+            .unwrap_err();
+        assert_eq!(err.code(), Code::InvalidArgument, "{bad}");
+        assert!(err.message().contains("signal"), "{}", err.message());
+    }
+    let req =
+        pb::ScreenRequest { proc: by_id(p.id), resize: Some(pb::TermSize { rows: 1, cols: 80 }) };
+    let err = rpc.screen(req).await.unwrap_err();
+    assert_eq!(err.code(), Code::InvalidArgument);
+    assert!(err.message().contains("resize.rows"), "{}", err.message());
+    let req = pb::StartRequest {
+        command: "sh".into(),
+        mode: pb::Mode::Pty.into(),
+        size: Some(pb::TermSize { rows: 24, cols: 100_000 }),
+        ..Default::default()
+    };
+    let err = rpc.start(req).await.unwrap_err();
+    assert!(err.message().contains("size.cols"), "{}", err.message());
+    rpc.kill(pb::KillRequest { proc: by_id(p.id) }).await.unwrap();
+    let err =
+        rpc.write(pb::WriteRequest { proc: by_id(p.id), data: "x".into() }).await.unwrap_err();
+    assert_eq!(err.code(), Code::FailedPrecondition);
+    assert!(err.message().contains("is not running (status=killed)"), "{}", err.message());
+    let err = rpc
+        .signal(pb::SignalRequest { proc: by_id(p.id), signal: "TERM".into() })
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::FailedPrecondition);
+    d.stop().await;
+}
+
+#[tokio::test]
+async fn a_program_that_never_reads_cannot_make_input_grow_without_bound() {
+    let d = TestDaemon::start().await;
+    let mut rpc = d.rpc();
+    let p = start_pipes(&mut rpc, "sleep", &["300"]).await;
+    let other = start_pipes(&mut rpc, "cat", &[]).await;
+    let big = vec![b'x'; 10 << 20];
+    // The first 10 MB are accepted (bounded backlog), the next ones refused.
+    let mut refused = None;
+    for _ in 0..4 {
+        let req = pb::WriteRequest { proc: by_id(p.id), data: big.clone().into() };
+        if let Err(e) = rpc.write(req).await {
+            refused = Some(e);
+            break;
+        }
+    }
+    let err = refused.expect("the backlog bound was never hit");
+    assert_eq!(err.code(), Code::ResourceExhausted);
+    assert!(err.message().contains("not reading its input"), "{}", err.message());
+    // Other processes are not blocked.
+    write(&mut rpc, other.id, b"still fine\n").await;
+    wait_for_text(&mut rpc, other.id, pb::Stream::Stdout, "still fine").await;
+    let too_big = vec![b'x'; portal_proto::MAX_WRITE_BYTES + 1];
+    let err = rpc
+        .write(pb::WriteRequest { proc: by_id(other.id), data: too_big.into() })
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::InvalidArgument);
+    d.stop().await;
+}

@@ -1,0 +1,13 @@
+//! End-to-end tests: a real `portald` (in-process, on a private socket and
+//! database) driving real programs (`sh`, `cat`, `seq`, `python3`, `less`).
+//! One integration binary; one module per area.
+#![allow(clippy::unwrap_used, reason = "a test fails loudly on the first unexpected error")]
+
+mod capture;
+mod daemon;
+mod errors;
+mod lifecycle;
+mod reads;
+mod registry;
+mod screen;
+mod tidy;
