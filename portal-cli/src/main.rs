@@ -23,7 +23,7 @@ use portal_proto::v1 as pb;
 )]
 struct Cli {
     /// Do not start portald when it is not running.
-    #[arg(long, global = true, env = "PORTAL_NO_AUTOSTART")]
+    #[arg(long, global = true, env = "PORTAL_NO_AUTOSTART", value_parser = clap::builder::BoolishValueParser::new())]
     no_autostart: bool,
     #[command(subcommand)]
     command: Command,

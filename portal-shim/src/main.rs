@@ -1,4 +1,67 @@
-//! `portal-shim`: the MCP server agents launch over stdio (in progress; the
-//! daemon and its API come first).
+//! `portal-shim`: the MCP server (stdio) that agents launch. It maps tool
+//! calls to `portald` and starts the daemon when needed; it keeps no state of
+//! its own, so a restart loses nothing. stdout carries only MCP JSON-RPC;
+//! logs go to stderr.
+#![deny(clippy::print_stdout, clippy::print_stderr)]
 
-fn main() {}
+mod args;
+mod errors;
+mod link;
+mod results;
+mod tools;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use clap::Parser;
+use portal_proto::launch::LaunchOptions;
+use portal_proto::paths;
+use rmcp::ServiceExt as _;
+
+/// Portal's MCP server: exposes portald's process tools to an MCP client over stdio.
+#[derive(Debug, Parser)]
+#[command(version, about)]
+struct Cli {
+    /// portald's socket [default: $XDG_RUNTIME_DIR/portal/portald.sock, else /tmp/portal-$UID/portald.sock]
+    #[arg(long, env = paths::ENV_SOCKET)]
+    socket: Option<PathBuf>,
+    /// Data directory for a daemon this shim starts
+    #[arg(long, env = paths::ENV_DATA_DIR)]
+    data_dir: Option<PathBuf>,
+    /// Never start portald; fail tool calls when it is not running
+    #[arg(long, env = "PORTAL_NO_AUTOSTART", value_parser = clap::builder::BoolishValueParser::new())]
+    no_autostart: bool,
+    /// Log filter for stderr (tracing EnvFilter syntax)
+    #[arg(long, env = paths::ENV_LOG, default_value = "info")]
+    log: String,
+}
+
+fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    let filter = tracing_subscriber::EnvFilter::try_new(&cli.log)
+        .map_err(|e| anyhow::anyhow!("invalid log filter {:?}: {e}", cli.log))?;
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(false)
+        .with_writer(std::io::stderr)
+        .init();
+    let mut opts = LaunchOptions::from_env();
+    if let Some(socket) = cli.socket {
+        opts.socket = socket;
+    }
+    if cli.data_dir.is_some() {
+        opts.data_dir = cli.data_dir;
+    }
+    opts.autostart = !cli.no_autostart;
+    let cwd = std::env::current_dir()
+        .map(|p| p.to_string_lossy().into_owned())
+        .unwrap_or_else(|_| "/".into());
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    runtime.block_on(async move {
+        let shim = tools::Shim::new(Arc::new(link::DaemonLink::new(opts)), cwd);
+        let service = shim.serve(rmcp::transport::stdio()).await?;
+        service.waiting().await?;
+        tracing::info!("client closed the connection");
+        anyhow::Ok(())
+    })
+}

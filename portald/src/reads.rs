@@ -21,7 +21,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::ansi::TextRenderer;
 use crate::config::MAX_READ_BYTES;
-use crate::proc::{LiveEvent, ProcError, ProcHandle, ProcStatus, StreamId};
+use crate::proc::{LiveEvent, ProcError, ProcHandle, ProcStatus, Stdio, StreamId};
 use crate::store::{self, Keep, Piece, Store};
 
 /// Where a read starts.
@@ -72,6 +72,8 @@ pub(crate) struct OutRecord {
 /// A read's outcome.
 #[derive(Clone, Debug)]
 pub(crate) struct ReadResult {
+    /// The streams read (a PTY has no stderr, so it is dropped).
+    pub(crate) streams: Vec<StreamId>,
     /// Records in production order.
     pub(crate) records: Vec<OutRecord>,
     /// Continue forward from here.
@@ -94,9 +96,12 @@ pub(crate) struct ReadResult {
 pub(crate) async fn read(
     h: &ProcHandle,
     store: &Store,
-    spec: ReadSpec,
+    mut spec: ReadSpec,
 ) -> Result<ReadResult, ProcError> {
     let id = h.id();
+    if matches!(h.facts.spec.stdio, Stdio::Pty(_)) && spec.streams.len() > 1 {
+        spec.streams.retain(|s| *s != StreamId::Stderr);
+    }
     let status = h.status();
     let max = spec.max_bytes.min(MAX_READ_BYTES);
     let end = h.shared.ends();
@@ -190,6 +195,7 @@ pub(crate) async fn read(
     }
     let records = if spec.text { render_text(&pieces, keep) } else { raw_records(pieces) };
     Ok(ReadResult {
+        streams: spec.streams,
         records,
         next,
         end,

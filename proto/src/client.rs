@@ -143,8 +143,25 @@ pub fn error_chain(err: &(dyn std::error::Error + 'static)) -> String {
 }
 
 /// True when a status means the daemon went away (the call may be retried
-/// after reconnecting).
+/// after reconnecting). A connection that breaks mid-call surfaces as
+/// `UNAVAILABLE`, or as `UNKNOWN`/`INTERNAL`/`CANCELLED` carrying a transport
+/// message, depending on when it broke.
 #[must_use]
 pub fn is_disconnect(status: &tonic::Status) -> bool {
-    status.code() == tonic::Code::Unavailable
+    match status.code() {
+        tonic::Code::Unavailable => true,
+        tonic::Code::Unknown | tonic::Code::Internal | tonic::Code::Cancelled => {
+            let m = status.message().to_ascii_lowercase();
+            [
+                "transport error",
+                "connection",
+                "broken pipe",
+                "h2 protocol error",
+                "error trying to connect",
+            ]
+            .iter()
+            .any(|k| m.contains(k))
+        }
+        _ => false,
+    }
 }

@@ -353,7 +353,8 @@ pub(crate) fn record_pb(r: OutRecord) -> pb::Record {
 }
 
 /// A read result on the wire.
-pub(crate) fn read_pb(streams: &[StreamId], r: ReadResult) -> pb::ReadResponse {
+pub(crate) fn read_pb(r: ReadResult) -> pb::ReadResponse {
+    let streams = &r.streams;
     pb::ReadResponse {
         next: Some(cursor_pb(streams, r.next)),
         end: Some(cursor_pb(streams, r.end)),

@@ -79,9 +79,8 @@ impl Portal for PortalService {
         let target = convert::target(req.proc.as_ref())?;
         let spec = convert::read_spec(&req)?;
         let handle = self.daemon.get(&target)?;
-        let streams = spec.streams.clone();
         let result = reads::read(&handle, &self.daemon.store, spec).await?;
-        ok(convert::read_pb(&streams, result))
+        ok(convert::read_pb(result))
     }
 
     async fn write(&self, req: Request<pb::WriteRequest>) -> Reply<pb::WriteResponse> {

@@ -11,7 +11,6 @@ use super::convert::InvalidRequest;
 use crate::proc::ProcError;
 use crate::store::StoreError;
 
-
 /// The code for each domain error.
 pub(crate) fn code(err: &ProcError) -> Code {
     match err {

@@ -1,0 +1,230 @@
+//! Tool arguments. Names and defaults are those of the original Portal's 14
+//! tools; doc comments become the JSON schema descriptions the model reads.
+//! Unknown fields are refused, so a misspelt argument is an error, not a
+//! silently ignored default.
+
+use std::collections::BTreeMap;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// Arguments of `process_start`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct StartArgs {
+    /// Program to run (a name looked up on PATH, or a path). No shell is
+    /// implied: for pipes or globbing run `sh` with args `["-c", "..."]`.
+    pub(crate) command: String,
+    /// Arguments.
+    #[serde(default = "default_args")]
+    pub(crate) args: Vec<String>,
+    /// Absolute working directory. Default: the directory the MCP client started Portal in.
+    #[serde(default)]
+    pub(crate) cwd: Option<String>,
+    /// Environment variables to add or override.
+    #[serde(default)]
+    pub(crate) env: Option<BTreeMap<String, String>>,
+    /// Idle timeout in ms: the process tree is killed when no tool call names
+    /// it for this long (its output is kept). 0 = none.
+    #[serde(default = "default_zero")]
+    pub(crate) timeout_ms: u64,
+    /// Run on a pseudo-terminal. The default (false) is NOT a recommendation:
+    /// use true for anything interactive (REPLs, ssh, psql, gdb, TUIs, prompts).
+    #[serde(default = "default_false")]
+    pub(crate) pty: bool,
+    /// Optional unique name to refer to the process by (instead of its id).
+    #[serde(default)]
+    pub(crate) name: Option<String>,
+    /// PTY rows (default 24).
+    #[serde(default)]
+    pub(crate) rows: Option<u32>,
+    /// PTY columns (default 80).
+    #[serde(default)]
+    pub(crate) cols: Option<u32>,
+}
+
+/// Which output to read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub(crate) enum Source {
+    /// Standard output (everything, for a PTY).
+    Stdout,
+    /// Standard error (pipe mode).
+    Stderr,
+    /// What was written to the program.
+    Stdin,
+    /// Standard output and standard error, in the order produced.
+    Both,
+}
+
+/// Which output to read for `process_read_new` (input is never "new output").
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub(crate) enum NewSource {
+    /// Standard output (everything, for a PTY).
+    Stdout,
+    /// Standard error (pipe mode).
+    Stderr,
+    /// Both, in the order produced.
+    Both,
+}
+
+/// Unit of `duration`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub(crate) enum Unit {
+    /// Nanoseconds.
+    Ns,
+    /// Microseconds.
+    Us,
+    /// Milliseconds.
+    Ms,
+    /// Seconds.
+    S,
+}
+
+fn default_duration() -> u64 {
+    1000
+}
+
+// Named default functions make schemars put each default in the schema the
+// model reads.
+fn default_source() -> Source {
+    Source::Both
+}
+
+fn default_new_source() -> NewSource {
+    NewSource::Both
+}
+
+fn default_unit() -> Unit {
+    Unit::Ms
+}
+
+fn default_false() -> bool {
+    false
+}
+
+fn default_zero() -> u64 {
+    0
+}
+
+fn default_args() -> Vec<String> {
+    Vec::new()
+}
+
+/// Arguments of `process_read`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ReadArgs {
+    /// Process id.
+    pub(crate) id: u64,
+    /// Which output.
+    #[serde(default = "default_source")]
+    pub(crate) source: Source,
+    /// Time window: output produced in the last `duration` units. Ignored
+    /// when `cursor` is given.
+    #[serde(default = "default_duration")]
+    pub(crate) duration: u64,
+    /// Unit of `duration`.
+    #[serde(default = "default_unit")]
+    pub(crate) unit: Unit,
+    /// Read forward from this cursor (from an earlier result) instead of a
+    /// time window; page through long output with the returned cursor.
+    #[serde(default)]
+    pub(crate) cursor: Option<String>,
+    /// Most bytes of output to return (default 65536, at most 1048576).
+    #[serde(default)]
+    pub(crate) max_bytes: Option<u64>,
+}
+
+/// Arguments of `process_read_new`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ReadNewArgs {
+    /// Process id.
+    pub(crate) id: u64,
+    /// Which output.
+    #[serde(default = "default_new_source")]
+    pub(crate) source: NewSource,
+    /// Your own cursor from an earlier result: reads what came after it and
+    /// leaves the shared server-side cursor alone (use it when several agents
+    /// follow one process). Without it, the server-side cursor is used and moved.
+    #[serde(default)]
+    pub(crate) cursor: Option<String>,
+    /// Most bytes of output to return (default 65536, at most 1048576); the
+    /// newest part is kept.
+    #[serde(default)]
+    pub(crate) max_bytes: Option<u64>,
+}
+
+/// Arguments of `process_write`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct WriteArgs {
+    /// Process id.
+    pub(crate) id: u64,
+    /// Text to write, verbatim (no newline is added). Control characters as
+    /// JSON escapes: "\r" Enter on a PTY, "\n" newline on pipes, "\u0003" Ctrl-C.
+    pub(crate) content: String,
+}
+
+/// Arguments of `process_signal`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct SignalArgs {
+    /// Process id.
+    pub(crate) id: u64,
+    /// Signal name ("SIGINT", "TERM", "usr1") or number ("2"). Delivered
+    /// exactly, to the process group.
+    pub(crate) signal: String,
+}
+
+/// Arguments naming one process.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct IdArgs {
+    /// Process id (from process_start or process_list).
+    pub(crate) id: u64,
+}
+
+/// Arguments of tools without any.
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct NoArgs {}
+
+/// Arguments of `process_screen`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ScreenArgs {
+    /// Process id (PTY mode).
+    pub(crate) id: u64,
+    /// Resize the terminal to this many columns first (the program gets SIGWINCH).
+    #[serde(default)]
+    pub(crate) cols: Option<u32>,
+    /// Resize the terminal to this many rows first.
+    #[serde(default)]
+    pub(crate) rows: Option<u32>,
+}
+
+/// Arguments of `program_query`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct QueryArgs {
+    /// Program name or path ("ssh", "/usr/bin/psql", "GDB.EXE").
+    pub(crate) program: String,
+}
+
+/// Arguments of `program_record`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RecordArgs {
+    /// Program name or path.
+    pub(crate) program: String,
+    /// Whether it needs a PTY.
+    pub(crate) needs_pty: bool,
+    /// Notes, e.g. flag-dependent caveats. Replaces stored notes when given
+    /// (even ""); kept when omitted.
+    #[serde(default)]
+    pub(crate) notes: Option<String>,
+}

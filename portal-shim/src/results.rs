@@ -1,0 +1,524 @@
+//! Tool results: the structured content (with its JSON schema, advertised as
+//! each tool's `outputSchema`) and the short text an agent reads.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use portal_proto::v1 as pb;
+use schemars::JsonSchema;
+use serde::Serialize;
+
+/// A managed process as agents see it.
+#[derive(Debug, Serialize, JsonSchema)]
+pub(crate) struct ProcessInfo {
+    /// Process id.
+    pub(crate) id: u64,
+    /// Unique name, if one was given.
+    pub(crate) name: Option<String>,
+    /// OS pid.
+    pub(crate) pid: u32,
+    /// running, exited, killed, timed_out, stopped or lost.
+    pub(crate) status: String,
+    /// Started on a PTY.
+    pub(crate) pty: bool,
+    /// Program.
+    pub(crate) command: String,
+    /// Arguments.
+    pub(crate) args: Vec<String>,
+    /// Working directory.
+    pub(crate) cwd: String,
+    /// Environment overrides given at start.
+    pub(crate) env: BTreeMap<String, String>,
+    /// Exit code, once it exited normally.
+    pub(crate) exit_code: Option<i32>,
+    /// Signal number that ended it.
+    pub(crate) exit_signal: Option<i32>,
+    /// Idle timeout (0 = none).
+    pub(crate) timeout_ms: u64,
+    /// Milliseconds since a tool call last named it.
+    pub(crate) inactive_ms: u64,
+    /// Terminal rows (PTY).
+    pub(crate) rows: Option<u32>,
+    /// Terminal columns (PTY).
+    pub(crate) cols: Option<u32>,
+    /// Bytes of standard output (all terminal output for a PTY).
+    pub(crate) stdout_bytes: u64,
+    /// Bytes of standard error.
+    pub(crate) stderr_bytes: u64,
+    /// Bytes written to its input.
+    pub(crate) stdin_bytes: u64,
+    /// Records in its log (chunks of input and output).
+    pub(crate) io_count: u64,
+    /// Start time, ms since the Unix epoch.
+    pub(crate) started_at_ms: i64,
+}
+
+/// The lowercase status name.
+pub(crate) fn status_name(s: pb::Status) -> &'static str {
+    match s {
+        pb::Status::Running => "running",
+        pb::Status::Exited => "exited",
+        pb::Status::Killed => "killed",
+        pb::Status::TimedOut => "timed_out",
+        pb::Status::Stopped => "stopped",
+        pb::Status::Lost => "lost",
+        pb::Status::Unspecified => "unknown",
+    }
+}
+
+impl From<&pb::Process> for ProcessInfo {
+    fn from(p: &pb::Process) -> Self {
+        let bytes =
+            |s: pb::Stream| p.streams.iter().find(|x| x.stream() == s).map_or(0, |x| x.end_offset);
+        Self {
+            id: p.id,
+            name: (!p.name.is_empty()).then(|| p.name.clone()),
+            pid: p.pid,
+            status: status_name(p.status()).into(),
+            pty: p.mode() == pb::Mode::Pty,
+            command: p.command.clone(),
+            args: p.args.clone(),
+            cwd: p.cwd.clone(),
+            env: p.env.clone().into_iter().collect(),
+            exit_code: p.exit_code,
+            exit_signal: p.exit_signal,
+            timeout_ms: p.timeout_ms,
+            inactive_ms: p.idle_ms,
+            rows: p.size.map(|s| s.rows),
+            cols: p.size.map(|s| s.cols),
+            stdout_bytes: bytes(pb::Stream::Stdout),
+            stderr_bytes: bytes(pb::Stream::Stderr),
+            stdin_bytes: bytes(pb::Stream::Stdin),
+            io_count: p.streams.iter().map(|s| s.chunks).sum(),
+            started_at_ms: p.started_at_ns / 1_000_000,
+        }
+    }
+}
+
+impl ProcessInfo {
+    /// "exit 3", "signal 9", or "" while running.
+    pub(crate) fn exit_text(&self) -> String {
+        match (self.exit_code, self.exit_signal) {
+            (Some(c), _) => format!("exit {c}"),
+            (None, Some(s)) => format!("signal {s}"),
+            (None, None) => String::new(),
+        }
+    }
+}
+
+/// `process_start` result.
+#[derive(Debug, Serialize, JsonSchema)]
+pub(crate) struct Started {
+    /// The new process.
+    pub(crate) process: ProcessInfo,
+}
+
+/// `process_list` result.
+#[derive(Debug, Serialize, JsonSchema)]
+pub(crate) struct Listed {
+    /// Every managed process, by id.
+    pub(crate) processes: Vec<ProcessInfo>,
+}
+
+/// `process_inspect`, `process_kill` result.
+#[derive(Debug, Serialize, JsonSchema)]
+pub(crate) struct Inspected {
+    /// The process.
+    pub(crate) process: ProcessInfo,
+}
+
+/// Output read from a process.
+#[derive(Debug, Serialize, JsonSchema)]
+pub(crate) struct Output {
+    /// Process id.
+    pub(crate) id: u64,
+    /// Its status when read.
+    pub(crate) status: String,
+    /// The output as text (terminal escapes removed, carriage-return
+    /// overwrites applied). With several streams, runs are marked `[stderr]`.
+    pub(crate) output: String,
+    /// Bytes of raw output this covers.
+    pub(crate) bytes: u64,
+    /// Pass as `cursor` to continue reading after this output.
+    pub(crate) cursor: String,
+    /// Bytes in the requested range that were left out (the page limit).
+    pub(crate) omitted_bytes: u64,
+    /// Where the left-out bytes begin: `process_read` with this cursor pages
+    /// through them. Absent when nothing was left out.
+    pub(crate) omitted_cursor: Option<String>,
+    /// True when some of the requested history was cleared before it could be read.
+    pub(crate) history_cleared: bool,
+}
+
+/// `process_write` result.
+#[derive(Debug, Serialize, JsonSchema)]
+pub(crate) struct Written {
+    /// Process id.
+    pub(crate) id: u64,
+    /// Bytes written (UTF-8 length).
+    pub(crate) written: u64,
+}
+
+/// `process_signal` result.
+#[derive(Debug, Serialize, JsonSchema)]
+pub(crate) struct Signalled {
+    /// Process id.
+    pub(crate) id: u64,
+    /// Signal number delivered.
+    pub(crate) signal: i32,
+    /// Its name.
+    pub(crate) name: String,
+}
+
+/// `process_kill_all` result.
+#[derive(Debug, Serialize, JsonSchema)]
+pub(crate) struct KilledAll {
+    /// Ids of the processes that were running and were killed.
+    pub(crate) killed: Vec<u64>,
+}
+
+/// `process_clear`, `process_cleanup` result.
+#[derive(Debug, Serialize, JsonSchema)]
+pub(crate) struct Done {
+    /// Process id.
+    pub(crate) id: u64,
+}
+
+/// `process_screen` result.
+#[derive(Debug, Serialize, JsonSchema)]
+pub(crate) struct Screen {
+    /// Process id.
+    pub(crate) id: u64,
+    /// Its status.
+    pub(crate) status: String,
+    /// "primary", or "alternate" while a full-screen program (vim, less) draws.
+    pub(crate) buffer: String,
+    /// Columns.
+    pub(crate) cols: u32,
+    /// Rows.
+    pub(crate) rows: u32,
+    /// Cursor column, 0-based.
+    pub(crate) cursor_x: u32,
+    /// Cursor row, 0-based.
+    pub(crate) cursor_y: u32,
+    /// Window title set by the program.
+    pub(crate) title: String,
+    /// The visible rows, trailing spaces removed.
+    pub(crate) lines: Vec<String>,
+}
+
+/// `program_query`, `program_record` result.
+#[derive(Debug, Serialize, JsonSchema)]
+pub(crate) struct Program {
+    /// Canonical program name.
+    pub(crate) program: String,
+    /// Whether the registry knows it.
+    pub(crate) known: bool,
+    /// Whether it needs a PTY (when known).
+    pub(crate) needs_pty: Option<bool>,
+    /// Notes (when known).
+    pub(crate) notes: Option<String>,
+    /// Consecutive confirmations: 2 or more is settled, 1 should be re-verified.
+    pub(crate) confirmed_count: Option<u32>,
+}
+
+impl From<pb::Program> for Program {
+    fn from(p: pb::Program) -> Self {
+        Self {
+            known: p.known,
+            needs_pty: p.known.then_some(p.needs_pty),
+            notes: p.known.then_some(p.notes),
+            confirmed_count: p.known.then_some(p.confirmed_count),
+            program: p.program,
+        }
+    }
+}
+
+/// Python-style booleans, as the original printed them.
+fn py_bool(b: bool) -> &'static str {
+    if b { "True" } else { "False" }
+}
+
+impl Program {
+    /// The original's query wording.
+    pub(crate) fn query_text(&self) -> String {
+        match (self.needs_pty, self.confirmed_count) {
+            (Some(pty), Some(n)) => {
+                let mut s = format!("{}: needs_pty={}, confirmed x{n}", self.program, py_bool(pty));
+                if let Some(notes) = self.notes.as_deref().filter(|n| !n.is_empty()) {
+                    let _ = write!(s, " — {notes}");
+                }
+                s
+            }
+            _ => format!("{}: not in registry — apply decision rules", self.program),
+        }
+    }
+
+    /// The original's record wording.
+    pub(crate) fn record_text(&self) -> String {
+        format!(
+            "Recorded {}: needs_pty={} (confirmed x{}).",
+            self.program,
+            py_bool(self.needs_pty.unwrap_or(false)),
+            self.confirmed_count.unwrap_or(0)
+        )
+    }
+}
+
+/// A table of processes.
+pub(crate) fn list_text(list: &[ProcessInfo]) -> String {
+    if list.is_empty() {
+        return "No managed processes.".into();
+    }
+    let mut out = String::from(
+        "ID | OS_PID | STATUS    | EXIT      | MODE  | TIMEOUT_MS | INACTIVE_MS | BYTES    | COMMAND\n",
+    );
+    for p in list {
+        let mode = if p.pty { "pty" } else { "pipes" };
+        let mut command = std::iter::once(p.command.as_str())
+            .chain(p.args.iter().map(String::as_str))
+            .collect::<Vec<_>>()
+            .join(" ");
+        if command.chars().count() > 60 {
+            command = command.chars().take(57).collect::<String>() + "...";
+        }
+        if let Some(name) = &p.name {
+            command = format!("[{name}] {command}");
+        }
+        let _ = writeln!(
+            out,
+            "{:>2} | {:>6} | {:<9} | {:<9} | {:<5} | {:>10} | {:>11} | {:>8} | {command}",
+            p.id,
+            p.pid,
+            p.status,
+            p.exit_text(),
+            mode,
+            p.timeout_ms,
+            p.inactive_ms,
+            p.stdout_bytes + p.stderr_bytes
+        );
+    }
+    out
+}
+
+/// The inspect block.
+pub(crate) fn inspect_text(p: &ProcessInfo) -> String {
+    let mut out = format!("Process {}:\n", p.id);
+    if let Some(name) = &p.name {
+        let _ = writeln!(out, "  Name:       {name}");
+    }
+    let _ = writeln!(out, "  OS PID:     {}", p.pid);
+    let _ = writeln!(out, "  Status:     {}", p.status);
+    let _ = writeln!(
+        out,
+        "  Mode:       {}",
+        if p.pty {
+            format!("pty {}x{}", p.cols.unwrap_or(0), p.rows.unwrap_or(0))
+        } else {
+            "pipes".into()
+        }
+    );
+    let _ = writeln!(out, "  Command:    {}", p.command);
+    let _ = writeln!(out, "  Args:       {}", json(&p.args));
+    let _ = writeln!(out, "  CWD:        {}", p.cwd);
+    let _ = writeln!(out, "  Env:        {}", json(&p.env));
+    let _ = writeln!(out, "  Timeout:    {} ms", p.timeout_ms);
+    let _ = writeln!(out, "  Inactive:   {} ms", p.inactive_ms);
+    let code = p.exit_code.map_or_else(|| "None".to_owned(), |c| c.to_string());
+    let _ = writeln!(out, "  Exit Code:  {code}");
+    if let Some(sig) = p.exit_signal {
+        let _ = writeln!(out, "  Signal:     {sig}");
+    }
+    let _ = write!(
+        out,
+        "  Output:     stdout={} bytes, stderr={} bytes, stdin={} bytes ({} records)",
+        p.stdout_bytes, p.stderr_bytes, p.stdin_bytes, p.io_count
+    );
+    out
+}
+
+/// One-line JSON of a small value, for text output.
+fn json<T: Serialize>(v: &T) -> String {
+    serde_json::to_string(v).unwrap_or_default()
+}
+
+/// The screen block, as the original printed it.
+pub(crate) fn screen_text(s: &Screen) -> String {
+    let mut out = format!(
+        "Process {} (status={}, buffer={}, {}x{}, cursor=({},{})):",
+        s.id, s.status, s.buffer, s.cols, s.rows, s.cursor_x, s.cursor_y
+    );
+    if !s.title.is_empty() {
+        let _ = write!(out, " title={:?}", s.title);
+    }
+    for line in &s.lines {
+        out.push('\n');
+        out.push_str(line);
+    }
+    out
+}
+
+/// Cursor strings: `stdout:<offset>[,stderr:<offset>][,stdin:<offset>]`.
+pub(crate) fn cursor_string(c: Option<&pb::Cursor>) -> String {
+    let Some(c) = c else { return String::new() };
+    c.offsets
+        .iter()
+        .map(|o| {
+            let name = match o.stream() {
+                pb::Stream::Stdin => "stdin",
+                pb::Stream::Stderr => "stderr",
+                _ => "stdout",
+            };
+            format!("{name}:{}", o.offset)
+        })
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// Parses a cursor string; a bare number is a stdout offset.
+pub(crate) fn parse_cursor(s: &str) -> Result<pb::Cursor, String> {
+    let bad = || {
+        format!(
+            "cursor {s:?} is not a cursor from an earlier result (like \"stdout:120,stderr:0\")"
+        )
+    };
+    let mut cursor = pb::Cursor::default();
+    if let Ok(n) = s.trim().parse::<u64>() {
+        cursor.offsets.push(pb::StreamOffset { stream: pb::Stream::Stdout.into(), offset: n });
+        return Ok(cursor);
+    }
+    for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let (name, off) = part.split_once(':').ok_or_else(bad)?;
+        let stream = match name {
+            "stdout" => pb::Stream::Stdout,
+            "stderr" => pb::Stream::Stderr,
+            "stdin" => pb::Stream::Stdin,
+            _ => return Err(bad()),
+        };
+        let offset = off.parse().map_err(|_| bad())?;
+        cursor.offsets.push(pb::StreamOffset { stream: stream.into(), offset });
+    }
+    if cursor.offsets.is_empty() {
+        return Err(bad());
+    }
+    Ok(cursor)
+}
+
+/// Joins records into text, marking stream changes when several streams
+/// appear.
+pub(crate) fn records_text(records: &[pb::Record]) -> String {
+    let first = records.first().map(pb::Record::stream);
+    let mixed = records.iter().any(|r| Some(r.stream()) != first);
+    let mut out = String::new();
+    let mut last = None;
+    for r in records {
+        if mixed && last != Some(r.stream()) {
+            if !out.is_empty() && !out.ends_with('\n') {
+                out.push('\n');
+            }
+            out.push_str(match r.stream() {
+                pb::Stream::Stderr => "[stderr] ",
+                pb::Stream::Stdin => "[stdin] ",
+                _ => "[stdout] ",
+            });
+            last = Some(r.stream());
+        }
+        out.push_str(&String::from_utf8_lossy(&r.data));
+    }
+    out
+}
+
+/// Builds an [`Output`] from a read.
+pub(crate) fn output(id: u64, resp: &pb::ReadResponse) -> Output {
+    Output {
+        id,
+        status: status_name(resp.status()).into(),
+        output: records_text(&resp.records),
+        bytes: resp.records.iter().map(|r| r.length).sum(),
+        cursor: cursor_string(resp.next.as_ref()),
+        omitted_bytes: resp.omitted_bytes,
+        omitted_cursor: (resp.omitted_bytes > 0).then(|| cursor_string(resp.omitted_from.as_ref())),
+        history_cleared: resp.history_trimmed,
+    }
+}
+
+/// The text of a read result: the output, then what to do about anything
+/// left out, then the cursor.
+pub(crate) fn output_text(o: &Output, empty: &str, paging_forward: bool) -> String {
+    let mut out = if o.output.is_empty() { empty.to_owned() } else { o.output.clone() };
+    if !out.ends_with('\n') {
+        out.push('\n');
+    }
+    if o.history_cleared {
+        out.push_str("[some of this range was cleared before it could be read]\n");
+    }
+    if let Some(from) = &o.omitted_cursor {
+        if paging_forward {
+            let _ = writeln!(
+                out,
+                "[{} more bytes: call again with cursor=\"{}\"]",
+                o.omitted_bytes, o.cursor
+            );
+        } else {
+            let _ = writeln!(
+                out,
+                "[{} earlier bytes not shown: process_read with cursor=\"{from}\" pages through them]",
+                o.omitted_bytes
+            );
+        }
+    }
+    let _ = write!(out, "[status={} cursor=\"{}\"]", o.status, o.cursor);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cursors_round_trip() {
+        let c = parse_cursor("stdout:12,stderr:3").unwrap();
+        assert_eq!(cursor_string(Some(&c)), "stdout:12,stderr:3");
+        assert_eq!(cursor_string(Some(&parse_cursor("42").unwrap())), "stdout:42");
+        assert!(parse_cursor("bogus").is_err());
+        assert!(parse_cursor("stdout:x").is_err());
+        assert!(parse_cursor("").is_err());
+    }
+
+    #[test]
+    fn mixed_streams_are_marked() {
+        let rec = |s: pb::Stream, d: &str| pb::Record {
+            stream: s.into(),
+            data: d.to_owned().into(),
+            ..Default::default()
+        };
+        let text = records_text(&[
+            rec(pb::Stream::Stdout, "a\n"),
+            rec(pb::Stream::Stderr, "oops"),
+            rec(pb::Stream::Stdout, "b\n"),
+        ]);
+        assert_eq!(text, "[stdout] a\n[stderr] oops\n[stdout] b\n");
+        assert_eq!(records_text(&[rec(pb::Stream::Stdout, "only")]), "only");
+    }
+
+    #[test]
+    fn registry_wording_matches_the_original() {
+        let p = Program {
+            program: "ssh".into(),
+            known: true,
+            needs_pty: Some(true),
+            notes: Some("interactive".into()),
+            confirmed_count: Some(2),
+        };
+        assert_eq!(p.query_text(), "ssh: needs_pty=True, confirmed x2 — interactive");
+        assert_eq!(p.record_text(), "Recorded ssh: needs_pty=True (confirmed x2).");
+        let miss = Program {
+            program: "ssh".into(),
+            known: false,
+            needs_pty: None,
+            notes: None,
+            confirmed_count: None,
+        };
+        assert_eq!(miss.query_text(), "ssh: not in registry — apply decision rules");
+    }
+}

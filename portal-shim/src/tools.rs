@@ -1,0 +1,578 @@
+//! The MCP server: the tool table (names, descriptions, input and output
+//! schemas, annotations) and one function per tool that converts arguments,
+//! calls `portald`, and renders the answer. The shim holds no process state:
+//! everything lives in the daemon, so a restarted shim sees it all.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use portal_proto::v1 as pb;
+use rmcp::ErrorData as McpError;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
+    InitializeResult, JsonObject, ListToolsResult, PaginatedRequestParams, ServerCapabilities,
+    ServerConfig, Tool, ToolAnnotations,
+};
+use rmcp::service::RequestContext;
+use rmcp::{RoleServer, ServerHandler};
+use schemars::JsonSchema;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use crate::args::{
+    IdArgs, NewSource, NoArgs, QueryArgs, ReadArgs, ReadNewArgs, RecordArgs, ScreenArgs,
+    SignalArgs, Source, StartArgs, Unit, WriteArgs,
+};
+use crate::errors::error_text;
+use crate::link::{CallError, DaemonLink};
+use crate::results::{
+    self, Done, Inspected, KilledAll, Listed, Output, ProcessInfo, Program, Screen, Signalled,
+    Started, Written,
+};
+
+/// Server instructions, kept under 2 KB (checked by a test).
+pub(crate) const INSTRUCTIONS: &str = include_str!("instructions.md");
+
+/// Default page of a read, in bytes of output: a screenful of logs many times
+/// over, small enough for an agent's context.
+const DEFAULT_READ_BYTES: u64 = 64 << 10;
+
+/// Largest page an agent may ask for; beyond it, page with the cursor.
+const MAX_READ_BYTES: u64 = 1 << 20;
+
+/// The MCP server.
+#[derive(Clone)]
+pub(crate) struct Shim {
+    link: Arc<DaemonLink>,
+    tools: Arc<Vec<Tool>>,
+    cwd: String,
+}
+
+type ToolResult = Result<CallToolResult, String>;
+
+fn by_id(id: u64) -> Option<pb::ProcRef> {
+    Some(pb::ProcRef { target: Some(pb::proc_ref::Target::Id(id)) })
+}
+
+fn schema<T: JsonSchema>() -> Arc<JsonObject> {
+    match serde_json::to_value(schemars::schema_for!(T)) {
+        Ok(serde_json::Value::Object(map)) => Arc::new(map),
+        _ => Arc::new(JsonObject::new()),
+    }
+}
+
+/// How a tool behaves, for clients deciding what to auto-approve.
+#[derive(Clone, Copy)]
+enum Kind {
+    /// Reads only; repeating it changes nothing.
+    ReadOnly,
+    /// Moves a read cursor only.
+    Cursor,
+    /// Runs or feeds arbitrary programs.
+    OpenWorld,
+    /// Kills or deletes.
+    Destructive,
+    /// Records a fact.
+    Mutating,
+}
+
+fn tool<A: JsonSchema, R: JsonSchema>(
+    name: &'static str,
+    title: &str,
+    kind: Kind,
+    description: &'static str,
+) -> Tool {
+    let base = ToolAnnotations::with_title(title);
+    let annotations = match kind {
+        Kind::ReadOnly => {
+            base.read_only(true).destructive(false).idempotent(true).open_world(false)
+        }
+        Kind::Cursor => base.read_only(true).destructive(false).idempotent(false).open_world(false),
+        Kind::OpenWorld => {
+            base.read_only(false).destructive(false).idempotent(false).open_world(true)
+        }
+        Kind::Destructive => {
+            base.read_only(false).destructive(true).idempotent(false).open_world(false)
+        }
+        Kind::Mutating => {
+            base.read_only(false).destructive(false).idempotent(false).open_world(false)
+        }
+    };
+    Tool::new(name, description, schema::<A>())
+        .with_raw_output_schema(schema::<R>())
+        .with_annotations(annotations)
+}
+
+/// Every tool, in the order agents see them.
+pub(crate) fn tool_table() -> Vec<Tool> {
+    vec![
+        tool::<StartArgs, Started>(
+            "process_start",
+            "Start a process",
+            Kind::OpenWorld,
+            "Start a program (exec'd directly, no shell) on a PTY or on pipes; it keeps running in portald across client restarts. Call program_query first. Returns the process id, pid and status; next, read with process_read_new (or process_screen for full-screen programs) and type with process_write.",
+        ),
+        tool::<ReadArgs, Output>(
+            "process_read",
+            "Read output by time or cursor",
+            Kind::ReadOnly,
+            "Read output from the last `duration` (default 1000 ms), or forward from a `cursor`. Does not move the process_read_new cursors. Returns text with escapes removed, a cursor to continue, and how many bytes were left out (the newest part is kept for windows; cursor reads page forward). Use duration=10000 for a hang check.",
+        ),
+        tool::<ReadNewArgs, Output>(
+            "process_read_new",
+            "Read new output",
+            Kind::Cursor,
+            "Read the output produced since the last process_read_new (per source), or since your own `cursor`. Returns text with escapes removed, the next cursor, and (when the page limit cut it) how many earlier bytes were left out and a cursor to page through them with process_read. Then write more with process_write or call again.",
+        ),
+        tool::<WriteArgs, Written>(
+            "process_write",
+            "Write to a process",
+            Kind::OpenWorld,
+            "Write text verbatim to the program's input (no newline added). On a PTY, Enter is \"\\r\" and what you type is echoed back; one \"\\u0003\" is Ctrl-C. Returns the bytes written; then read the answer with process_read_new.",
+        ),
+        tool::<SignalArgs, Signalled>(
+            "process_signal",
+            "Signal a process",
+            Kind::OpenWorld,
+            "Send a signal (name or number) to the program's process group, exactly as asked, in both modes. Returns the signal number delivered. To interrupt a PTY program a process_write of \"\\u0003\" usually suffices.",
+        ),
+        tool::<NoArgs, Listed>(
+            "process_list",
+            "List processes",
+            Kind::ReadOnly,
+            "List every managed process (running and ended, until cleanup) with status, exit, idle time and output bytes. Use it to find ids; process_inspect gives details.",
+        ),
+        tool::<IdArgs, Inspected>(
+            "process_inspect",
+            "Inspect a process",
+            Kind::ReadOnly,
+            "Show one process: command, args, cwd, env overrides, status, exit code or signal, timeout, idle time and byte counts.",
+        ),
+        tool::<IdArgs, Inspected>(
+            "process_kill",
+            "Kill a process tree",
+            Kind::Destructive,
+            "Kill the process and everything it started (SIGKILL to its whole tree). Its output and final screen are kept; an exit already recorded is never overwritten. Returns the final status; process_cleanup removes it.",
+        ),
+        tool::<NoArgs, KilledAll>(
+            "process_kill_all",
+            "Kill every process",
+            Kind::Destructive,
+            "Kill every running process tree; output is kept. Returns the ids killed.",
+        ),
+        tool::<IdArgs, Done>(
+            "process_clear",
+            "Clear stored output",
+            Kind::Destructive,
+            "Delete the stored output (and input) of a process, which may keep running; process_read_new then returns only what comes after.",
+        ),
+        tool::<IdArgs, Done>(
+            "process_cleanup",
+            "Remove an ended process",
+            Kind::Destructive,
+            "Forget an ended process: its record, output and screen. Refused while it runs (process_kill first).",
+        ),
+        tool::<ScreenArgs, Screen>(
+            "process_screen",
+            "Show the terminal screen",
+            Kind::ReadOnly,
+            "Show what a PTY program's terminal displays now (rows, cursor, and whether the alternate screen of vim/less/htop is in use); use it for TUIs instead of reading raw output. Optional cols/rows resize the terminal first. Works after exit too.",
+        ),
+        tool::<QueryArgs, Program>(
+            "program_query",
+            "Does a program need a PTY?",
+            Kind::ReadOnly,
+            "Look a program up in the shared registry of whether it needs a PTY. A hit decides (read its notes); confirmed x2 or more is settled; a miss means apply the rules in the instructions.",
+        ),
+        tool::<RecordArgs, Program>(
+            "program_record",
+            "Record whether a program needs a PTY",
+            Kind::Mutating,
+            "Record what you learned about a program (negatives too). The same conclusion again raises its count; a different one resets it to 1. Notes replace the stored ones when given.",
+        ),
+    ]
+}
+
+fn ok<T: Serialize>(text: String, value: &T) -> ToolResult {
+    let structured =
+        serde_json::to_value(value).map_err(|e| format!("Error: cannot encode the result: {e}"))?;
+    let mut result = CallToolResult::structured(structured);
+    result.content = vec![ContentBlock::text(text)];
+    Ok(result)
+}
+
+fn parse<T: DeserializeOwned>(tool: &str, args: JsonObject) -> Result<T, String> {
+    serde_json::from_value(serde_json::Value::Object(args)).map_err(|e| {
+        format!("Error: invalid arguments for {tool}: {e}\nFix the argument named in the message and call again.")
+    })
+}
+
+fn read_budget(max_bytes: Option<u64>) -> Result<u64, String> {
+    match max_bytes {
+        None | Some(0) => Ok(DEFAULT_READ_BYTES),
+        Some(n) if n > MAX_READ_BYTES => Err(format!(
+            "Error: max_bytes {n} is more than {MAX_READ_BYTES}\nPage through long output with the returned cursor instead."
+        )),
+        Some(n) => Ok(n),
+    }
+}
+
+fn cursor_arg(c: &str) -> Result<pb::Cursor, String> {
+    results::parse_cursor(c)
+        .map_err(|e| format!("Error: {e}\nPass the cursor string exactly as a read returned it."))
+}
+
+impl Shim {
+    /// A shim talking to the daemon through `link`; `cwd` is the default
+    /// working directory for started programs.
+    pub(crate) fn new(link: Arc<DaemonLink>, cwd: String) -> Self {
+        Self { link, tools: Arc::new(tool_table()), cwd }
+    }
+
+    async fn call<T, F, Fut>(&self, id: Option<u64>, f: F) -> Result<T, String>
+    where
+        F: Fn(pb::portal_client::PortalClient<tonic::transport::Channel>) -> Fut,
+        Fut: Future<Output = Result<tonic::Response<T>, tonic::Status>>,
+    {
+        self.link.call(f).await.map_err(|e: CallError| error_text(&e, id))
+    }
+
+    async fn dispatch(&self, name: &str, args: JsonObject) -> Option<ToolResult> {
+        macro_rules! run {
+            ($method:ident) => {
+                match parse(name, args) {
+                    Ok(a) => self.$method(a).await,
+                    Err(e) => Err(e),
+                }
+            };
+        }
+        Some(match name {
+            "process_start" => run!(start),
+            "process_read" => run!(read),
+            "process_read_new" => run!(read_new),
+            "process_write" => run!(write),
+            "process_signal" => run!(signal),
+            "process_list" => run!(list),
+            "process_inspect" => run!(inspect),
+            "process_kill" => run!(kill),
+            "process_kill_all" => run!(kill_all),
+            "process_clear" => run!(clear),
+            "process_cleanup" => run!(cleanup),
+            "process_screen" => run!(screen),
+            "program_query" => run!(program_query),
+            "program_record" => run!(program_record),
+            _ => return None,
+        })
+    }
+
+    async fn start(&self, a: StartArgs) -> ToolResult {
+        if !a.pty && (a.rows.is_some() || a.cols.is_some()) {
+            return Err(
+                "Error: rows and cols apply only with pty: true\nDrop them or set pty: true."
+                    .into(),
+            );
+        }
+        let req = pb::StartRequest {
+            command: a.command,
+            args: a.args,
+            cwd: a.cwd.unwrap_or_else(|| self.cwd.clone()),
+            env: a.env.unwrap_or_default().into_iter().collect(),
+            name: a.name.unwrap_or_default(),
+            timeout_ms: a.timeout_ms,
+            mode: if a.pty { pb::Mode::Pty } else { pb::Mode::Pipes }.into(),
+            size: a
+                .pty
+                .then(|| pb::TermSize { rows: a.rows.unwrap_or(0), cols: a.cols.unwrap_or(0) }),
+        };
+        let p = self
+            .call(None, |mut c| {
+                let req = req.clone();
+                async move { c.start(req).await }
+            })
+            .await?;
+        let process = ProcessInfo::from(&p);
+        let text = format!(
+            "Process started. ID={}, OS_PID={}, status={}{}",
+            process.id,
+            process.pid,
+            process.status,
+            if process.pty { " (pty; read with process_read_new or process_screen)" } else { "" }
+        );
+        ok(text, &Started { process })
+    }
+
+    async fn read_output(&self, id: u64, req: pb::ReadRequest) -> Result<Output, String> {
+        let resp = self
+            .call(Some(id), |mut c| {
+                let req = req.clone();
+                async move { c.read(req).await }
+            })
+            .await?;
+        Ok(results::output(id, &resp))
+    }
+
+    async fn read(&self, a: ReadArgs) -> ToolResult {
+        let max_bytes = read_budget(a.max_bytes)?;
+        let streams = match a.source {
+            Source::Stdout => vec![pb::Stream::Stdout],
+            Source::Stderr => vec![pb::Stream::Stderr],
+            Source::Stdin => vec![pb::Stream::Stdin],
+            Source::Both => vec![pb::Stream::Stdout, pb::Stream::Stderr],
+        };
+        let (from, paging) = if let Some(c) = &a.cursor {
+            (pb::read_request::From::Cursor(cursor_arg(c)?), true)
+        } else {
+            let per_unit: u64 = match a.unit {
+                Unit::Ns => 1,
+                Unit::Us => 1_000,
+                Unit::Ms => 1_000_000,
+                Unit::S => 1_000_000_000,
+            };
+            if a.duration == 0 {
+                return Err("Error: duration must be more than 0\nUse e.g. duration=10000 for the last 10 s.".into());
+            }
+            (pb::read_request::From::LastNs(a.duration.saturating_mul(per_unit)), false)
+        };
+        let req = pb::ReadRequest {
+            proc: by_id(a.id),
+            streams: streams.into_iter().map(Into::into).collect(),
+            from: Some(from),
+            max_bytes,
+            encoding: pb::Encoding::Text.into(),
+            keep: if paging { pb::Keep::Head } else { pb::Keep::Tail }.into(),
+        };
+        let out = self.read_output(a.id, req).await?;
+        let empty = if paging {
+            "No output after this cursor."
+        } else {
+            "No output records found in the specified time window."
+        };
+        ok(results::output_text(&out, empty, paging), &out)
+    }
+
+    async fn read_new(&self, a: ReadNewArgs) -> ToolResult {
+        let max_bytes = read_budget(a.max_bytes)?;
+        let streams = match a.source {
+            NewSource::Stdout => vec![pb::Stream::Stdout],
+            NewSource::Stderr => vec![pb::Stream::Stderr],
+            NewSource::Both => vec![pb::Stream::Stdout, pb::Stream::Stderr],
+        };
+        let from = match &a.cursor {
+            Some(c) => pb::read_request::From::Cursor(cursor_arg(c)?),
+            None => pb::read_request::From::ServerCursor(true),
+        };
+        let req = pb::ReadRequest {
+            proc: by_id(a.id),
+            streams: streams.into_iter().map(Into::into).collect(),
+            from: Some(from),
+            max_bytes,
+            encoding: pb::Encoding::Text.into(),
+            keep: pb::Keep::Tail.into(),
+        };
+        let out = self.read_output(a.id, req).await?;
+        ok(results::output_text(&out, "No new output.", false), &out)
+    }
+
+    async fn write(&self, a: WriteArgs) -> ToolResult {
+        let data = Bytes::from(a.content.into_bytes());
+        let written = data.len() as u64;
+        self.call(Some(a.id), |mut c| {
+            let req = pb::WriteRequest { proc: by_id(a.id), data: data.clone() };
+            async move { c.write(req).await }
+        })
+        .await?;
+        ok(
+            format!("Written {written} bytes to process {} stdin.", a.id),
+            &Written { id: a.id, written },
+        )
+    }
+
+    async fn signal(&self, a: SignalArgs) -> ToolResult {
+        let r = self
+            .call(Some(a.id), |mut c| {
+                let req = pb::SignalRequest { proc: by_id(a.id), signal: a.signal.clone() };
+                async move { c.signal(req).await }
+            })
+            .await?;
+        let text = format!("Signal {} ({}) sent to process {}.", r.name, r.signal, a.id);
+        ok(text, &Signalled { id: a.id, signal: r.signal, name: r.name })
+    }
+
+    async fn list(&self, _: NoArgs) -> ToolResult {
+        let r = self.call(None, |mut c| async move { c.list(pb::ListRequest {}).await }).await?;
+        let processes: Vec<ProcessInfo> = r.processes.iter().map(ProcessInfo::from).collect();
+        ok(results::list_text(&processes), &Listed { processes })
+    }
+
+    async fn inspect(&self, a: IdArgs) -> ToolResult {
+        let p = self
+            .call(Some(a.id), |mut c| async move {
+                c.inspect(pb::InspectRequest { proc: by_id(a.id) }).await
+            })
+            .await?;
+        let process = ProcessInfo::from(&p);
+        ok(results::inspect_text(&process), &Inspected { process })
+    }
+
+    async fn kill(&self, a: IdArgs) -> ToolResult {
+        let p =
+            self.call(Some(a.id), |mut c| async move {
+                c.kill(pb::KillRequest { proc: by_id(a.id) }).await
+            })
+            .await?;
+        let process = ProcessInfo::from(&p);
+        let text = if process.status == "killed" {
+            format!(
+                "Process {} killed. Status: killed. Its output is kept; process_cleanup removes it.",
+                a.id
+            )
+        } else {
+            format!(
+                "Process {} had already ended (status={}{}); nothing to kill.",
+                a.id,
+                process.status,
+                match process.exit_text() {
+                    t if t.is_empty() => t,
+                    t => format!(", {t}"),
+                }
+            )
+        };
+        ok(text, &Inspected { process })
+    }
+
+    async fn kill_all(&self, _: NoArgs) -> ToolResult {
+        let r =
+            self.call(None, |mut c| async move { c.kill_all(pb::KillAllRequest {}).await }).await?;
+        ok(format!("Killed {} process(es).", r.killed.len()), &KilledAll { killed: r.killed })
+    }
+
+    async fn clear(&self, a: IdArgs) -> ToolResult {
+        self.call(Some(a.id), |mut c| async move {
+            c.clear(pb::ClearRequest { proc: by_id(a.id) }).await
+        })
+        .await?;
+        ok(format!("Process {} I/O records cleared.", a.id), &Done { id: a.id })
+    }
+
+    async fn cleanup(&self, a: IdArgs) -> ToolResult {
+        self.call(Some(a.id), |mut c| async move {
+            c.cleanup(pb::CleanupRequest { proc: by_id(a.id) }).await
+        })
+        .await?;
+        ok(format!("Process {} cleaned up.", a.id), &Done { id: a.id })
+    }
+
+    async fn screen(&self, a: ScreenArgs) -> ToolResult {
+        let resize = (a.cols.is_some() || a.rows.is_some())
+            .then(|| pb::TermSize { rows: a.rows.unwrap_or(0), cols: a.cols.unwrap_or(0) });
+        let s = self
+            .call(Some(a.id), |mut c| async move {
+                c.screen(pb::ScreenRequest { proc: by_id(a.id), resize }).await
+            })
+            .await?;
+        let size = s.size.unwrap_or_default();
+        let screen = Screen {
+            id: s.id,
+            status: results::status_name(s.status()).into(),
+            buffer: if s.alternate_screen { "alternate" } else { "primary" }.into(),
+            cols: size.cols,
+            rows: size.rows,
+            cursor_x: s.cursor_col,
+            cursor_y: s.cursor_row,
+            title: s.title,
+            lines: s.lines,
+        };
+        ok(results::screen_text(&screen), &screen)
+    }
+
+    async fn program_query(&self, a: QueryArgs) -> ToolResult {
+        let p = self
+            .call(None, |mut c| {
+                let req = pb::ProgramQueryRequest { program: a.program.clone() };
+                async move { c.program_query(req).await }
+            })
+            .await?;
+        let program = Program::from(p);
+        ok(program.query_text(), &program)
+    }
+
+    async fn program_record(&self, a: RecordArgs) -> ToolResult {
+        let p = self
+            .call(None, |mut c| {
+                let req = pb::ProgramRecordRequest {
+                    program: a.program.clone(),
+                    needs_pty: a.needs_pty,
+                    notes: a.notes.clone(),
+                };
+                async move { c.program_record(req).await }
+            })
+            .await?;
+        let program = Program::from(p);
+        ok(program.record_text(), &program)
+    }
+}
+
+impl ServerHandler for Shim {
+    fn get_info(&self) -> ServerConfig {
+        let mut info = InitializeResult::new(ServerCapabilities::builder().enable_tools().build())
+            .with_instructions(INSTRUCTIONS);
+        info.server_info = Implementation::new("portal", env!("CARGO_PKG_VERSION"));
+        info
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, McpError> {
+        Ok(ListToolsResult::with_all_items(self.tools.to_vec()))
+    }
+
+    fn get_tool(&self, name: &str) -> Option<Tool> {
+        self.tools.iter().find(|t| t.name == name).cloned()
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        let name = request.name.to_string();
+        let args = request.arguments.unwrap_or_default();
+        match self.dispatch(&name, args).await {
+            Some(Ok(result)) => Ok(result.into()),
+            Some(Err(text)) => Ok(CallToolResult::error(vec![ContentBlock::text(text)]).into()),
+            None => Err(McpError::invalid_params(
+                format!("unknown tool {name:?}; tools/list shows the tools"),
+                None,
+            )),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn instructions_are_compact() {
+        assert!(INSTRUCTIONS.len() < 2048, "instructions are {} bytes", INSTRUCTIONS.len());
+    }
+
+    #[test]
+    fn fourteen_tools_with_schemas_and_annotations() {
+        let tools = tool_table();
+        assert_eq!(tools.len(), 14);
+        for t in &tools {
+            assert_eq!(
+                t.input_schema.get("type").and_then(|v| v.as_str()),
+                Some("object"),
+                "{}",
+                t.name
+            );
+            assert!(t.output_schema.is_some(), "{}", t.name);
+            assert!(t.annotations.is_some(), "{}", t.name);
+            assert!(t.description.as_ref().is_some_and(|d| d.len() > 40), "{}", t.name);
+        }
+    }
+}

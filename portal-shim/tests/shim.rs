@@ -1,0 +1,400 @@
+//! The real `portal-shim` binary driven over stdio by an MCP client (rmcp's),
+//! against a real `portald`: the tool surface, results and errors, cursors,
+//! bounded output, auto-start, reconnection, and survival of a shim crash.
+#![allow(clippy::unwrap_used, reason = "a test fails loudly on the first unexpected error")]
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+
+use portal_proto::v1 as pb;
+use portal_tests::*;
+use rmcp::model::{CallToolRequestParams, CallToolResult};
+use rmcp::service::RunningService;
+use rmcp::{RoleClient, ServiceExt as _};
+use serde_json::{Value, json};
+
+struct Shim {
+    client: RunningService<RoleClient, ()>,
+    child: tokio::process::Child,
+}
+
+fn daemon_binary() -> PathBuf {
+    let path = Path::new(env!("CARGO_BIN_EXE_portal-shim")).with_file_name("portald");
+    assert!(
+        path.exists(),
+        "{} is missing: build the workspace (cargo build --workspace)",
+        path.display()
+    );
+    path
+}
+
+async fn spawn_shim(socket: &Path, data_dir: &Path, autostart: bool) -> Shim {
+    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_portal-shim"));
+    cmd.env("PORTAL_SOCKET", socket)
+        .env("PORTAL_DATA_DIR", data_dir)
+        .env("PORTAL_DAEMON", daemon_binary())
+        .env("PORTAL_LOG", "warn")
+        .env_remove("PORTAL_NO_AUTOSTART")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .kill_on_drop(true);
+    if !autostart {
+        cmd.env("PORTAL_NO_AUTOSTART", "1");
+    }
+    let mut child = cmd.spawn().unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let stdin = child.stdin.take().unwrap();
+    let client = bounded("MCP initialize", ().serve((stdout, stdin))).await.unwrap();
+    Shim { client, child }
+}
+
+impl Shim {
+    async fn call(&self, name: &str, args: Value) -> CallToolResult {
+        let Value::Object(args) = args else { panic!("arguments must be an object") };
+        let params = CallToolRequestParams::new(name.to_owned()).with_arguments(args);
+        bounded(name, self.client.call_tool(params)).await.unwrap()
+    }
+
+    /// Calls a tool that must succeed; returns (text, structured content).
+    async fn ok(&self, name: &str, args: Value) -> (String, Value) {
+        let r = self.call(name, args).await;
+        let text = text(&r);
+        assert_eq!(r.is_error, Some(false), "{name} failed: {text}");
+        (text, r.structured_content.unwrap_or(Value::Null))
+    }
+
+    /// Calls a tool that must fail; returns its text.
+    async fn err(&self, name: &str, args: Value) -> String {
+        let r = self.call(name, args).await;
+        assert_eq!(r.is_error, Some(true), "{name} should have failed: {}", text(&r));
+        text(&r)
+    }
+}
+
+fn text(r: &CallToolResult) -> String {
+    r.content
+        .iter()
+        .filter_map(|c| c.as_text().map(|t| t.text.clone()))
+        .collect::<Vec<_>>()
+        .join("")
+}
+
+async fn with_daemon() -> (TestDaemon, Shim) {
+    let d = TestDaemon::start().await;
+    let shim = spawn_shim(&d.socket(), &d.dir.path().join("data"), false).await;
+    (d, shim)
+}
+
+#[tokio::test]
+async fn lists_the_fourteen_tools_with_schemas_and_annotations() {
+    let (d, shim) = with_daemon().await;
+    let info = shim.client.peer_info().unwrap();
+    let instructions = info.instructions.clone().unwrap();
+    assert!(instructions.len() < 2048 && instructions.contains("pty: true"));
+    let tools = shim.client.list_all_tools().await.unwrap();
+    let mut names: Vec<_> = tools.iter().map(|t| t.name.to_string()).collect();
+    names.sort();
+    assert_eq!(
+        names,
+        [
+            "process_cleanup",
+            "process_clear",
+            "process_inspect",
+            "process_kill",
+            "process_kill_all",
+            "process_list",
+            "process_read",
+            "process_read_new",
+            "process_screen",
+            "process_signal",
+            "process_start",
+            "process_write",
+            "program_query",
+            "program_record"
+        ]
+    );
+    let get = |n: &str| tools.iter().find(|t| t.name == n).unwrap();
+    let start = get("process_start");
+    let props = start.input_schema.get("properties").unwrap();
+    for arg in ["command", "args", "cwd", "env", "timeout_ms", "pty"] {
+        assert!(props.get(arg).is_some(), "process_start lacks {arg}");
+    }
+    assert_eq!(start.input_schema.get("required").unwrap(), &json!(["command"]));
+    let read = get("process_read").input_schema.get("properties").unwrap().clone();
+    assert_eq!(read["duration"]["default"], json!(1000));
+    assert_eq!(read["unit"]["default"], json!("ms"));
+    assert_eq!(read["source"]["default"], json!("both"));
+    assert_eq!(props["pty"]["default"], json!(false));
+    assert_eq!(props["timeout_ms"]["default"], json!(0));
+    for t in &tools {
+        assert!(t.output_schema.is_some(), "{} has no outputSchema", t.name);
+    }
+    let ann = |n: &str| get(n).annotations.clone().unwrap();
+    for ro in ["process_list", "process_inspect", "process_read", "process_screen", "program_query"]
+    {
+        assert_eq!(ann(ro).read_only_hint, Some(true), "{ro}");
+    }
+    for destructive in ["process_kill", "process_kill_all", "process_clear", "process_cleanup"] {
+        assert_eq!(ann(destructive).destructive_hint, Some(true), "{destructive}");
+    }
+    for open in ["process_start", "process_write", "process_signal"] {
+        assert_eq!(ann(open).open_world_hint, Some(true), "{open}");
+    }
+    d.stop().await;
+}
+
+#[tokio::test]
+async fn python_repl_on_a_pty_answers() {
+    let (d, shim) = with_daemon().await;
+    let mut rpc = d.rpc();
+    let (text, s) = shim
+        .ok("process_start", json!({"command": "python3", "args": ["-q", "-i"], "pty": true}))
+        .await;
+    let id = s["process"]["id"].as_u64().unwrap();
+    assert!(text.starts_with(&format!("Process started. ID={id}, OS_PID=")), "{text}");
+    wait_for_text(&mut rpc, id, pb::Stream::Stdout, ">>> ").await;
+    shim.ok("process_write", json!({"id": id, "content": "print(6*7)\r"})).await;
+    wait_for_text(&mut rpc, id, pb::Stream::Stdout, "42\r\n>>> ").await;
+    let (_, s) = shim.ok("process_read_new", json!({"id": id})).await;
+    assert_eq!(s["output"], json!(">>> print(6*7)\n42\n>>> "));
+    assert_eq!(s["cursor"], json!("stdout:24"));
+    let (text, _) = shim.ok("process_read_new", json!({"id": id})).await;
+    assert!(text.starts_with("No new output."), "{text}");
+    d.stop().await;
+}
+
+#[tokio::test]
+async fn bash_in_pipe_mode_runs_a_command() {
+    let (d, shim) = with_daemon().await;
+    let mut rpc = d.rpc();
+    let (_, s) = shim
+        .ok("process_start", json!({"command": "bash", "args": ["--norc", "--noprofile"]}))
+        .await;
+    let id = s["process"]["id"].as_u64().unwrap();
+    assert_eq!(s["process"]["pty"], json!(false));
+    shim.ok(
+        "process_write",
+        json!({"id": id, "content": "echo hello from bash; echo oops >&2; exit 3\n"}),
+    )
+    .await;
+    wait_exit(&mut rpc, id).await;
+    let (_, s) = shim.ok("process_read_new", json!({"id": id, "source": "stdout"})).await;
+    assert_eq!(s["output"], json!("hello from bash\n"));
+    let (_, s) = shim.ok("process_read_new", json!({"id": id, "source": "stderr"})).await;
+    assert_eq!(s["output"], json!("oops\n"));
+    let (text, s) = shim.ok("process_inspect", json!({"id": id})).await;
+    assert_eq!(
+        (s["process"]["status"].clone(), s["process"]["exit_code"].clone()),
+        (json!("exited"), json!(3))
+    );
+    assert!(text.contains("Exit Code:  3"), "{text}");
+    let (text, _) = shim
+        .ok("process_read", json!({"id": id, "source": "stdin", "duration": 60, "unit": "s"}))
+        .await;
+    assert!(text.starts_with("echo hello from bash"), "{text}");
+    d.stop().await;
+}
+
+#[tokio::test]
+async fn less_screen_shows_the_alternate_buffer() {
+    let (d, shim) = with_daemon().await;
+    let mut rpc = d.rpc();
+    let dir = test_dir();
+    let file = dir.path().join("f.txt");
+    std::fs::write(&file, "first line\nsecond line\n").unwrap();
+    let args = json!({"command": "less", "args": [file.to_str().unwrap()], "pty": true, "rows": 10, "cols": 40});
+    let (_, s) = shim.ok("process_start", args).await;
+    let id = s["process"]["id"].as_u64().unwrap();
+    wait_screen(&mut rpc, id, "less showing the file", |s| {
+        s.lines.first().is_some_and(|l| l == "first line")
+    })
+    .await;
+    let (text, s) = shim.ok("process_screen", json!({"id": id})).await;
+    assert_eq!(s["buffer"], json!("alternate"));
+    assert!(
+        text.starts_with(&format!(
+            "Process {id} (status=running, buffer=alternate, 40x10, cursor="
+        )),
+        "{text}"
+    );
+    assert!(text.contains("\nsecond line\n"), "{text}");
+    let (_, s) = shim.ok("process_screen", json!({"id": id, "cols": 50})).await;
+    assert_eq!((s["cols"].clone(), s["rows"].clone()), (json!(50), json!(10)));
+    shim.ok("process_write", json!({"id": id, "content": "q"})).await;
+    wait_exit(&mut rpc, id).await;
+    d.stop().await;
+}
+
+#[tokio::test]
+async fn cursors_per_source_per_client_and_after_clear() {
+    let (d, shim) = with_daemon().await;
+    let mut rpc = d.rpc();
+    let script = "while read l; do echo out-$l; echo err-$l >&2; done";
+    let (_, s) = shim.ok("process_start", json!({"command": "sh", "args": ["-c", script]})).await;
+    let id = s["process"]["id"].as_u64().unwrap();
+    shim.ok("process_write", json!({"id": id, "content": "1\n"})).await;
+    wait_for_text(&mut rpc, id, pb::Stream::Stderr, "err-1\n").await;
+    // A client-held cursor reads independently of the server-side one.
+    let (_, mine) =
+        shim.ok("process_read_new", json!({"id": id, "cursor": "stdout:0,stderr:0"})).await;
+    assert!(mine["output"].as_str().unwrap().contains("out-1"));
+    let my_cursor = mine["cursor"].as_str().unwrap().to_owned();
+    let (_, s) = shim.ok("process_read_new", json!({"id": id, "source": "stdout"})).await;
+    assert_eq!(s["output"], json!("out-1\n"));
+    // process_read does not move the server cursors.
+    shim.ok("process_read", json!({"id": id, "duration": 60000})).await;
+    let (_, s) = shim.ok("process_read_new", json!({"id": id, "source": "stderr"})).await;
+    assert_eq!(s["output"], json!("err-1\n"));
+    shim.ok("process_write", json!({"id": id, "content": "2\n"})).await;
+    wait_for_text(&mut rpc, id, pb::Stream::Stderr, "err-2\n").await;
+    let (_, s) = shim.ok("process_read_new", json!({"id": id, "cursor": my_cursor})).await;
+    let out = s["output"].as_str().unwrap();
+    assert!(out.contains("out-2") && out.contains("err-2") && !out.contains("-1"), "{out}");
+    let (text, _) = shim.ok("process_clear", json!({"id": id})).await;
+    assert_eq!(text, format!("Process {id} I/O records cleared."));
+    shim.ok("process_write", json!({"id": id, "content": "3\n"})).await;
+    wait_for_text(&mut rpc, id, pb::Stream::Stderr, "err-3\n").await;
+    let (_, s) = shim.ok("process_read_new", json!({"id": id})).await;
+    let out = s["output"].as_str().unwrap();
+    assert!(out.contains("out-3") && out.contains("err-3") && !out.contains("-2"), "{out}");
+    d.stop().await;
+}
+
+#[tokio::test]
+async fn big_output_is_bounded_and_pageable() {
+    let (d, shim) = with_daemon().await;
+    let mut rpc = d.rpc();
+    let (_, s) =
+        shim.ok("process_start", json!({"command": "seq", "args": ["1", "2000000"]})).await;
+    let id = s["process"]["id"].as_u64().unwrap();
+    wait_exit(&mut rpc, id).await;
+    let (text, s) = shim.ok("process_read_new", json!({"id": id})).await;
+    assert!(text.len() < 70 * 1024, "{} bytes of text", text.len());
+    let out = s["output"].as_str().unwrap();
+    assert!(out.ends_with("1999999\n2000000\n"));
+    let omitted = s["omitted_bytes"].as_u64().unwrap();
+    assert_eq!(omitted + s["bytes"].as_u64().unwrap(), 14_888_896);
+    assert!(
+        text.contains(&format!("[{omitted} earlier bytes not shown")),
+        "{}",
+        &text[text.len() - 300..]
+    );
+    let from = s["omitted_cursor"].as_str().unwrap();
+    let (_, s) = shim.ok("process_read", json!({"id": id, "cursor": from, "max_bytes": 8})).await;
+    assert_eq!(s["output"], json!("1\n2\n3\n4\n"));
+    let err = shim.err("process_read", json!({"id": id, "max_bytes": 100_000_000})).await;
+    assert!(err.contains("max_bytes"), "{err}");
+    d.stop().await;
+}
+
+#[tokio::test]
+async fn errors_are_tool_results_with_hints() {
+    let (d, shim) = with_daemon().await;
+    let mut rpc = d.rpc();
+    let e = shim.err("process_inspect", json!({"id": 4242})).await;
+    assert_eq!(e, "Error: Process 4242 not found\nCall process_list to see the ids that exist.");
+    let (_, s) = shim.ok("process_start", json!({"command": "sh", "args": ["-c", "exit 0"]})).await;
+    let id = s["process"]["id"].as_u64().unwrap();
+    wait_exit(&mut rpc, id).await;
+    let e = shim.err("process_write", json!({"id": id, "content": "x"})).await;
+    assert!(e.starts_with(&format!("Error: process {id} is not running (status=exited)")), "{e}");
+    assert!(e.contains("read its output"), "{e}");
+    let (_, s) = shim.ok("process_start", json!({"command": "cat"})).await;
+    let cat = s["process"]["id"].as_u64().unwrap();
+    let e = shim.err("process_signal", json!({"id": cat, "signal": "SIGFOO"})).await;
+    assert!(e.contains("unknown signal") && e.contains("Fix the argument"), "{e}");
+    let e = shim.err("process_start", json!({"command": "no-such-program-xyz"})).await;
+    assert!(e.contains("cannot execute"), "{e}");
+    let e = shim.err("process_start", json!({"command": "sh", "pty": "yes"})).await;
+    assert!(e.contains("invalid arguments for process_start"), "{e}");
+    let e = shim.err("process_cleanup", json!({"id": cat})).await;
+    assert!(e.contains("still running"), "{e}");
+    let (text, _) = shim.ok("process_kill", json!({"id": cat})).await;
+    assert!(text.starts_with(&format!("Process {cat} killed. Status: killed.")), "{text}");
+    let (text, _) = shim.ok("process_kill", json!({"id": id})).await;
+    assert!(text.contains("had already ended (status=exited, exit 0)"), "{text}");
+    let (text, _) = shim.ok("process_cleanup", json!({"id": cat})).await;
+    assert_eq!(text, format!("Process {cat} cleaned up."));
+    d.stop().await;
+}
+
+#[tokio::test]
+async fn registry_tools_keep_the_original_wording() {
+    let (d, shim) = with_daemon().await;
+    let (t, _) = shim.ok("program_query", json!({"program": "psql"})).await;
+    assert_eq!(t, "psql: not in registry — apply decision rules");
+    let (t, _) = shim
+        .ok(
+            "program_record",
+            json!({"program": "/usr/bin/PSQL.exe", "needs_pty": true, "notes": "interactive"}),
+        )
+        .await;
+    assert_eq!(t, "Recorded psql: needs_pty=True (confirmed x1).");
+    let (t, s) = shim.ok("program_query", json!({"program": "psql"})).await;
+    assert_eq!(t, "psql: needs_pty=True, confirmed x1 — interactive");
+    assert_eq!(s["confirmed_count"], json!(1));
+    d.stop().await;
+}
+
+#[tokio::test]
+async fn programs_outlive_a_killed_shim() {
+    let (d, mut first) = with_daemon().await;
+    let mut rpc = d.rpc();
+    let (_, s) = first.ok("process_start", json!({"command": "cat", "pty": true})).await;
+    let id = s["process"]["id"].as_u64().unwrap();
+    first.ok("process_write", json!({"id": id, "content": "before\r"})).await;
+    wait_for_text(&mut rpc, id, pb::Stream::Stdout, "before\r\nbefore\r\n").await;
+    first.child.kill().await.unwrap();
+    let second = spawn_shim(&d.socket(), &d.dir.path().join("data"), false).await;
+    let (_, s) = second.ok("process_read_new", json!({"id": id})).await;
+    assert!(s["output"].as_str().unwrap().contains("before"));
+    second.ok("process_write", json!({"id": id, "content": "after\r"})).await;
+    wait_for_text(&mut rpc, id, pb::Stream::Stdout, "after\r\nafter\r\n").await;
+    let (_, s) = second.ok("process_read_new", json!({"id": id})).await;
+    assert_eq!(s["output"], json!("after\nafter\n"));
+    d.stop().await;
+}
+
+async fn shutdown_daemon(socket: &Path) {
+    let client = portal_proto::client::Client::connect(socket).await.unwrap();
+    client.rpc().shutdown(pb::ShutdownRequest {}).await.unwrap();
+}
+
+#[tokio::test]
+async fn auto_starts_the_daemon_and_reconnects_after_it_dies() {
+    let dir = test_dir();
+    let socket = dir.path().join("run").join("portald.sock");
+    let data = dir.path().join("data");
+    let shim = spawn_shim(&socket, &data, true).await;
+    let (t, _) = shim.ok("process_list", json!({})).await;
+    assert_eq!(t, "No managed processes.");
+    let client = portal_proto::client::Client::connect(&socket).await.unwrap();
+    let first_pid = client.info().pid;
+    // The daemon dies under the shim: the next call starts a new one.
+    std::process::Command::new("kill").arg("-9").arg(first_pid.to_string()).status().unwrap();
+    let (_, s) = shim.ok("process_start", json!({"command": "true"})).await;
+    assert!(s["process"]["id"].as_u64().unwrap() >= 1);
+    let again = portal_proto::client::Client::connect(&socket).await.unwrap();
+    assert_ne!(again.info().pid, first_pid);
+    shutdown_daemon(&socket).await;
+}
+
+#[tokio::test]
+async fn two_shims_starting_at_once_share_one_daemon() {
+    let dir = test_dir();
+    let socket = dir.path().join("run").join("portald.sock");
+    let data = dir.path().join("data");
+    let (a, b) = tokio::join!(spawn_shim(&socket, &data, true), spawn_shim(&socket, &data, true));
+    let (ra, rb) = tokio::join!(
+        a.ok("process_start", json!({"command": "sleep", "args": ["60"]})),
+        b.ok("process_start", json!({"command": "sleep", "args": ["60"]}))
+    );
+    let (ia, ib) =
+        (ra.1["process"]["id"].as_u64().unwrap(), rb.1["process"]["id"].as_u64().unwrap());
+    assert_ne!(ia, ib);
+    // Both see both: one daemon.
+    let (_, s) = a.ok("process_list", json!({})).await;
+    assert_eq!(s["processes"].as_array().unwrap().len(), 2);
+    shutdown_daemon(&socket).await;
+}
