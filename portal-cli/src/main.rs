@@ -1,15 +1,22 @@
-//! `portal-cli`: Portal for people. Talks to `portald` over its socket,
-//! starting it when nothing answers.
+//! `portal-cli`: Portal for people. See what portald runs, read logs and
+//! screens, type into programs (a password the agent must never see, say),
+//! attach like `tmux attach`, and manage the daemon and its service.
 //!
+//! Every command talks to `portald` over its socket and starts it when
+//! nothing answers (except `daemon status`, `daemon stop` and `service`).
 //! Exit codes: 0 ok, 1 the operation failed, 2 usage, 3 the daemon is
 //! unreachable (or speaks another protocol version).
 
-use std::process::ExitCode;
-use std::time::Duration;
+mod attach;
+mod daemonctl;
+mod fmt;
+mod output;
+mod procs;
+mod service;
 
-use anyhow::Context as _;
-use bytes::Bytes;
-use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
 use portal_proto::client::{Client, ClientError};
 use portal_proto::launch::{LaunchOptions, connect_or_start};
 use portal_proto::v1 as pb;
@@ -19,9 +26,10 @@ use portal_proto::v1 as pb;
 #[command(
     version,
     about,
-    after_help = "Exit codes: 0 ok, 1 operation failed, 2 usage, 3 daemon unreachable."
+    after_help = "Processes are named by id or by the name given at start.\n\
+                  Exit codes: 0 ok, 1 operation failed, 2 usage, 3 daemon unreachable."
 )]
-struct Cli {
+pub(crate) struct Cli {
     /// Do not start portald when it is not running.
     #[arg(long, global = true, env = "PORTAL_NO_AUTOSTART", value_parser = clap::builder::BoolishValueParser::new())]
     no_autostart: bool,
@@ -29,92 +37,230 @@ struct Cli {
     command: Command,
 }
 
+/// Output format of read-style commands.
+#[derive(Debug, Args, Clone, Copy)]
+pub(crate) struct JsonFlag {
+    /// Print JSON (one object, or one per line for streams) instead of text.
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// List managed processes (running ones; --all for ended ones too).
+    Ps {
+        /// Include ended processes.
+        #[arg(short, long)]
+        all: bool,
+        #[command(flatten)]
+        out: JsonFlag,
+    },
+    /// Start a program: portal-cli start [--pty] -- CMD ARGS...
+    Start(procs::StartArgs),
+    /// Print a process's output (all of it by default).
+    Read(output::ReadArgs),
+    /// Print a PTY process's screen.
+    Screen {
+        /// Process id or name.
+        proc: String,
+        /// Redraw whenever the screen changes, until the program ends or Ctrl-C.
+        #[arg(short, long)]
+        watch: bool,
+        #[command(flatten)]
+        out: JsonFlag,
+    },
+    /// Type text into a process.
+    Write {
+        /// Process id or name.
+        proc: String,
+        /// Text to write (escapes are not interpreted).
+        text: Option<String>,
+        /// Press Enter after the text (\r on a PTY, \n on pipes).
+        #[arg(short, long)]
+        enter: bool,
+        /// Read the text from standard input instead.
+        #[arg(long, conflicts_with = "text")]
+        stdin: bool,
+    },
+    /// Send a signal (name or number) to a process's group.
+    Signal {
+        /// Process id or name.
+        proc: String,
+        /// SIGINT, INT, int, 2...
+        signal: String,
+    },
+    /// Kill a process tree (its output is kept).
+    Kill {
+        /// Process id or name.
+        proc: String,
+    },
+    /// Kill every running process.
+    KillAll,
+    /// Delete a process's stored output (it may keep running).
+    Clear {
+        /// Process id or name.
+        proc: String,
+    },
+    /// Forget an ended process: record, output and screen.
+    Rm {
+        /// Process id or name.
+        proc: String,
+    },
+    /// Show everything about a process.
+    Inspect {
+        /// Process id or name.
+        proc: String,
+        #[command(flatten)]
+        out: JsonFlag,
+    },
+    /// Connect this terminal to a PTY process; Ctrl-] detaches (it keeps running).
+    Attach {
+        /// Process id or name.
+        proc: String,
+    },
+    /// Query or record the "does it need a PTY" registry.
+    #[command(subcommand)]
+    Programs(ProgramsCommand),
+    /// Start, stop or check the daemon.
+    #[command(subcommand)]
+    Daemon(DaemonCommand),
+    /// Install portald as a systemd user service or a launchd agent.
+    #[command(subcommand)]
+    Service(service::ServiceCommand),
     /// Show Portal at work: start a Python REPL on a PTY, type into it, wait
     /// for the answer, print its screen, clean up.
     Demo,
 }
 
-/// How long the demo waits for each step (generous: a cold machine).
-const DEMO_STEP: Duration = Duration::from_secs(20);
-
-fn by_id(id: u64) -> Option<pb::ProcRef> {
-    Some(pb::ProcRef { target: Some(pb::proc_ref::Target::Id(id)) })
+#[derive(Debug, Subcommand)]
+enum ProgramsCommand {
+    /// Look a program up.
+    Query {
+        /// Program name or path.
+        program: String,
+        #[command(flatten)]
+        out: JsonFlag,
+    },
+    /// Record whether a program needs a PTY.
+    Record {
+        /// Program name or path.
+        program: String,
+        /// Whether it needs a PTY.
+        #[arg(long, value_enum)]
+        pty: YesNo,
+        /// Notes (replace the stored ones).
+        #[arg(long)]
+        notes: Option<String>,
+    },
 }
 
-/// Follows a process's output until `needle` has appeared.
-async fn wait_for(client: &Client, id: u64, needle: &str) -> anyhow::Result<String> {
-    let mut rpc = client.rpc();
-    let req = pb::FollowRequest { proc: by_id(id), from_start: true, ..Default::default() };
-    let mut events = rpc.follow(req).await?.into_inner();
-    let mut seen = Vec::new();
-    let found = tokio::time::timeout(DEMO_STEP, async {
-        while let Some(ev) = events.message().await? {
-            match ev.event {
-                Some(pb::follow_event::Event::Output(r)) => {
-                    seen.extend_from_slice(&r.data);
-                    if String::from_utf8_lossy(&seen).contains(needle) {
-                        return Ok(true);
-                    }
-                }
-                Some(pb::follow_event::Event::Exited(_)) => return Ok(false),
-                _ => {}
-            }
-        }
-        Ok::<_, tonic::Status>(false)
-    })
-    .await;
-    match found {
-        Ok(Ok(true)) => Ok(String::from_utf8_lossy(&seen).into_owned()),
-        Ok(Ok(false)) => anyhow::bail!("process {id} ended before printing {needle:?}"),
-        Ok(Err(status)) => Err(status.into()),
-        Err(_) => anyhow::bail!("process {id} did not print {needle:?} within {DEMO_STEP:?}"),
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum YesNo {
+    Yes,
+    No,
+}
+
+#[derive(Debug, Subcommand)]
+enum DaemonCommand {
+    /// Version, pid, socket, database, process count, uptime.
+    Status {
+        #[command(flatten)]
+        out: JsonFlag,
+    },
+    /// Start portald if it is not running.
+    Start,
+    /// Stop portald (its programs are stopped too).
+    Stop,
+}
+
+/// A failure with its exit code.
+pub(crate) enum Failure {
+    /// The operation failed (exit 1).
+    Failed(anyhow::Error),
+    /// The daemon is unreachable (exit 3).
+    Unreachable(ClientError),
+    /// The daemon is not running and that was already said (exit 3).
+    NotRunning,
+}
+
+impl From<anyhow::Error> for Failure {
+    fn from(e: anyhow::Error) -> Self {
+        Self::Failed(e)
     }
 }
 
-async fn demo(client: &Client) -> anyhow::Result<()> {
-    let mut rpc = client.rpc();
-    let info = client.info();
-    println!("portald {} (pid {}) on {}", info.daemon_version, info.pid, info.socket);
-    let cwd = std::env::current_dir().map(|p| p.to_string_lossy().into_owned()).unwrap_or_default();
-    let start = pb::StartRequest {
-        command: "python3".into(),
-        args: vec!["-q".into(), "-i".into()],
-        mode: pb::Mode::Pty.into(),
-        size: Some(pb::TermSize { rows: 8, cols: 60 }),
-        cwd,
-        ..Default::default()
+impl From<tonic::Status> for Failure {
+    fn from(s: tonic::Status) -> Self {
+        if portal_proto::client::is_disconnect(&s) {
+            return Self::Failed(anyhow::anyhow!(
+                "lost the connection to portald: {}",
+                s.message()
+            ));
+        }
+        Self::Failed(anyhow::anyhow!("{}\nhint: {}", s.message(), hint(&s)))
+    }
+}
+
+fn hint(s: &tonic::Status) -> &'static str {
+    match s.code() {
+        tonic::Code::NotFound => "`portal-cli ps --all` lists the processes that exist",
+        tonic::Code::InvalidArgument => "check the argument named below",
+        tonic::Code::FailedPrecondition => "`portal-cli inspect` shows the process's state",
+        _ => "portald refused",
+    }
+}
+
+/// The result of a command.
+pub(crate) type Outcome = Result<(), Failure>;
+
+/// Parses a process reference: digits are an id, anything else a name.
+pub(crate) fn proc_ref(s: &str) -> Option<pb::ProcRef> {
+    let target = match s.parse::<u64>() {
+        Ok(id) => pb::proc_ref::Target::Id(id),
+        Err(_) => pb::proc_ref::Target::Name(s.to_owned()),
     };
-    let p = rpc.start(start).await.context("starting python3 on a PTY")?.into_inner();
-    println!("started python3 on a PTY: id {} pid {}", p.id, p.pid);
-    let result = async {
-        wait_for(client, p.id, ">>> ").await?;
-        println!("typing: print(6*7)");
-        let data = Bytes::from_static(b"print(6*7)\r");
-        rpc.write(pb::WriteRequest { proc: by_id(p.id), data }).await?;
-        wait_for(client, p.id, "42\r\n>>> ").await?;
-        let screen =
-            rpc.screen(pb::ScreenRequest { proc: by_id(p.id), resize: None }).await?.into_inner();
-        println!("its screen:");
-        println!("  ┌{}┐", "─".repeat(60));
-        for line in &screen.lines {
-            println!("  │{line:<60}│");
-        }
-        println!("  └{}┘", "─".repeat(60));
-        let read = pb::ReadRequest { proc: by_id(p.id), ..Default::default() };
-        let log = rpc.read(read).await?.into_inner();
-        let bytes: usize = log.records.iter().map(|r| r.data.len()).sum();
-        println!(
-            "the log holds {bytes} bytes of output (escapes stripped), kept across client restarts"
-        );
-        anyhow::Ok(())
+    Some(pb::ProcRef { target: Some(target) })
+}
+
+async fn connect(cli_no_autostart: bool) -> Result<Client, Failure> {
+    let mut opts = LaunchOptions::from_env();
+    opts.autostart = !cli_no_autostart;
+    connect_or_start(&opts).await.map_err(Failure::Unreachable)
+}
+
+async fn run(cli: Cli) -> Outcome {
+    match cli.command {
+        Command::Service(cmd) => return service::run(cmd).map_err(Failure::Failed),
+        Command::Daemon(DaemonCommand::Status { out }) => return daemonctl::status(out).await,
+        Command::Daemon(DaemonCommand::Stop) => return daemonctl::stop().await,
+        _ => {}
     }
-    .await;
-    rpc.kill(pb::KillRequest { proc: by_id(p.id) }).await?;
-    rpc.cleanup(pb::CleanupRequest { proc: by_id(p.id) }).await?;
-    println!("killed and cleaned up process {}", p.id);
-    result
+    let client = connect(cli.no_autostart).await?;
+    match cli.command {
+        Command::Ps { all, out } => procs::ps(&client, all, out).await,
+        Command::Start(args) => procs::start(&client, args).await,
+        Command::Read(args) => output::read(&client, args).await,
+        Command::Screen { proc, watch, out } => output::screen(&client, &proc, watch, out).await,
+        Command::Write { proc, text, enter, stdin } => {
+            procs::write(&client, &proc, text, enter, stdin).await
+        }
+        Command::Signal { proc, signal } => procs::signal(&client, &proc, signal).await,
+        Command::Kill { proc } => procs::kill(&client, &proc).await,
+        Command::KillAll => procs::kill_all(&client).await,
+        Command::Clear { proc } => procs::clear(&client, &proc).await,
+        Command::Rm { proc } => procs::rm(&client, &proc).await,
+        Command::Inspect { proc, out } => procs::inspect(&client, &proc, out).await,
+        Command::Attach { proc } => attach::attach(&client, &proc).await,
+        Command::Programs(ProgramsCommand::Query { program, out }) => {
+            procs::program_query(&client, program, out).await
+        }
+        Command::Programs(ProgramsCommand::Record { program, pty, notes }) => {
+            procs::program_record(&client, program, matches!(pty, YesNo::Yes), notes).await
+        }
+        Command::Daemon(DaemonCommand::Start) => daemonctl::started(&client),
+        Command::Demo => procs::demo(&client).await,
+        Command::Service(_) | Command::Daemon(_) => Ok(()),
+    }
 }
 
 fn main() -> ExitCode {
@@ -126,28 +272,30 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    runtime.block_on(async move {
-        let mut opts = LaunchOptions::from_env();
-        opts.autostart = !cli.no_autostart;
-        let client = match connect_or_start(&opts).await {
-            Ok(c) => c,
-            Err(e) => {
-                eprintln!("error: {e}");
-                if matches!(e, ClientError::Unavailable { .. }) && cli.no_autostart {
-                    eprintln!("hint: start it with `portald` or drop --no-autostart");
-                }
-                return ExitCode::from(3);
-            }
-        };
-        let result = match cli.command {
-            Command::Demo => demo(&client).await,
-        };
-        match result {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(e) => {
-                eprintln!("error: {e:#}");
-                ExitCode::FAILURE
-            }
+    let no_autostart = cli.no_autostart;
+    let code = match runtime.block_on(run(cli)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(Failure::Failed(e)) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
         }
-    })
+        Err(Failure::NotRunning) => ExitCode::from(3),
+        Err(Failure::Unreachable(e)) => {
+            eprintln!("error: {e}");
+            if matches!(e, ClientError::Unavailable { .. }) {
+                eprintln!(
+                    "hint: {}",
+                    if no_autostart {
+                        "start it with `portal-cli daemon start`"
+                    } else {
+                        "see the daemon log in the data directory"
+                    }
+                );
+            }
+            ExitCode::from(3)
+        }
+    };
+    // Do not wait for a blocking stdin read (attach, write --stdin) to return.
+    runtime.shutdown_background();
+    code
 }

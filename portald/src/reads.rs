@@ -300,6 +300,23 @@ fn render_text(pieces: &[Piece], keep: Keep) -> Vec<OutRecord> {
     out
 }
 
+/// Renders follow records as text, keeping escape and UTF-8 state per
+/// stream across records.
+#[derive(Default)]
+pub(crate) struct TextFollow {
+    renderers: [Option<TextRenderer>; 3],
+}
+
+impl TextFollow {
+    /// Renders one raw record in place.
+    pub(crate) fn render(&mut self, mut rec: OutRecord) -> OutRecord {
+        let r = self.renderers[rec.stream.index()].get_or_insert_with(TextRenderer::new);
+        r.push(&rec.data);
+        rec.data = Bytes::from(r.flush_line());
+        rec
+    }
+}
+
 /// One item of a follow stream.
 #[derive(Clone, Debug)]
 pub(crate) enum FollowItem {

@@ -266,6 +266,28 @@ impl ScreenView {
         m.drain(&self.inner.pending);
         m.snapshot()
     }
+
+    /// Escape sequences that make a real terminal show this screen (buffer,
+    /// contents, attributes, cursor, input modes, title), and the output
+    /// offset they reflect, for a terminal attaching mid-session. Blocking.
+    pub(crate) fn redraw(&self) -> (Vec<u8>, u64) {
+        let mut m = lock(&self.inner.model);
+        m.drain(&self.inner.pending);
+        let screen = m.parser.screen();
+        let mut out = Vec::new();
+        out.extend_from_slice(if screen.alternate_screen() {
+            b"\x1b[?1049h"
+        } else {
+            b"\x1b[?1049l"
+        });
+        out.extend_from_slice(b"\x1b[H\x1b[2J");
+        out.extend_from_slice(screen.state_formatted().as_bytes());
+        let title = &m.parser.callbacks().title;
+        if !title.is_empty() {
+            out.extend_from_slice(format!("\x1b]0;{title}\x07").as_bytes());
+        }
+        (out, m.rendered + m.skipped)
+    }
 }
 
 /// First index at or after `at` that follows a newline (or `at` if none), so

@@ -275,6 +275,15 @@ pub(crate) fn follow_from(req: &pb::FollowRequest) -> Result<FollowFrom, Invalid
     }
 }
 
+/// Whether a follow renders text (unspecified = raw, unlike reads).
+pub(crate) fn follow_text(req: &pb::FollowRequest) -> Result<bool, InvalidRequest> {
+    match pb::Encoding::try_from(req.encoding) {
+        Ok(pb::Encoding::Text) => Ok(true),
+        Ok(pb::Encoding::Raw | pb::Encoding::Unspecified) => Ok(false),
+        Err(_) => Err(invalid("encoding", format!("{} is not an encoding", req.encoding))),
+    }
+}
+
 /// Domain status → wire status, exit code and signal.
 pub(crate) fn status_pb(s: ProcStatus) -> (pb::Status, Option<i32>, Option<i32>, Option<i64>) {
     use crate::proc::EndReason;

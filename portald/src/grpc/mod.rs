@@ -4,6 +4,7 @@
 //! Activity: every rpc that names a process (all but GetInfo, List, KillAll,
 //! the registry and Shutdown) counts as client activity for its idle timeout.
 
+pub(crate) mod attach;
 pub(crate) mod auth;
 pub(crate) mod convert;
 pub(crate) mod status;
@@ -167,6 +168,7 @@ impl Portal for PortalService {
         let target = convert::target(req.proc.as_ref())?;
         let streams = convert::streams(&req.streams)?;
         let from = convert::follow_from(&req)?;
+        let text = convert::follow_text(&req)?;
         let handle = self.daemon.get(&target)?;
         let d = &self.daemon;
         let rx = reads::follow(
@@ -178,9 +180,16 @@ impl Portal for PortalService {
             &d.tracker,
         );
         let events = tokio_stream::wrappers::ReceiverStream::new(rx);
+        let mut rendering = text.then(reads::TextFollow::default);
         let stream = futures::StreamExt::map(events, move |item| {
             let event = match item? {
-                FollowItem::Output(r) => pb::follow_event::Event::Output(convert::record_pb(r)),
+                FollowItem::Output(r) => {
+                    let r = match rendering.as_mut() {
+                        Some(t) => t.render(r),
+                        None => r,
+                    };
+                    pb::follow_event::Event::Output(convert::record_pb(r))
+                }
                 FollowItem::Gap { stream, offset, length } => {
                     pb::follow_event::Event::Gap(pb::Record {
                         stream: convert::stream_pb(stream).into(),
@@ -195,6 +204,15 @@ impl Portal for PortalService {
             Ok(pb::FollowEvent { event: Some(event) })
         });
         ok(Box::pin(stream))
+    }
+
+    type AttachStream = attach::AttachStream;
+
+    async fn attach(
+        &self,
+        req: Request<tonic::Streaming<pb::AttachRequest>>,
+    ) -> Reply<Self::AttachStream> {
+        ok(attach::attach(Arc::clone(&self.daemon), req.into_inner()).await?)
     }
 
     async fn program_query(&self, req: Request<pb::ProgramQueryRequest>) -> Reply<pb::Program> {

@@ -1,0 +1,95 @@
+//! `daemon status|start|stop`. Status and stop never start a daemon.
+
+use std::time::Duration;
+
+use portal_proto::client::{Client, ClientError};
+use portal_proto::v1 as pb;
+use serde_json::json;
+
+use crate::fmt::{self, print_json};
+use crate::{Failure, JsonFlag, Outcome};
+
+/// How long `daemon stop` waits for the daemon to finish its shutdown
+/// (processes get a 2 s grace, then the store is flushed).
+const STOP_TIMEOUT: Duration = Duration::from_secs(15);
+
+fn print_info(info: &pb::GetInfoResponse, out: JsonFlag) {
+    if out.json {
+        print_json(&json!({
+            "running": true,
+            "version": info.daemon_version,
+            "protocol": info.protocol_version,
+            "pid": info.pid,
+            "socket": info.socket,
+            "database": info.database,
+            "processes": info.processes,
+            "running_processes": info.running,
+            "uptime_ms": info.uptime_ms,
+        }));
+    } else {
+        println!("portald {} is running (pid {})", info.daemon_version, info.pid);
+        println!("  socket     {}", info.socket);
+        println!("  database   {}", info.database);
+        println!("  processes  {} ({} running)", info.processes, info.running);
+        println!("  uptime     {}", fmt::short_duration(info.uptime_ms));
+    }
+}
+
+async fn connect_existing() -> Result<Client, ClientError> {
+    Client::connect(&portal_proto::paths::socket_path()).await
+}
+
+/// `daemon status`: exit 3 when it is not running.
+pub(crate) async fn status(out: JsonFlag) -> Outcome {
+    let client = match connect_existing().await {
+        Ok(c) => c,
+        Err(ClientError::Unavailable { socket, .. }) => {
+            if out.json {
+                print_json(&json!({"running": false, "socket": socket}));
+            } else {
+                println!("portald is not running (socket {})", socket.display());
+            }
+            return Err(Failure::NotRunning);
+        }
+        Err(e) => return Err(Failure::Unreachable(e)),
+    };
+    let info = client.rpc().get_info(pb::GetInfoRequest {}).await?.into_inner();
+    print_info(&info, out);
+    Ok(())
+}
+
+/// `daemon start` (the connection already started it if needed).
+pub(crate) fn started(client: &Client) -> Outcome {
+    print_info(client.info(), JsonFlag { json: false });
+    Ok(())
+}
+
+/// `daemon stop`: asks for shutdown and waits until the socket is gone.
+pub(crate) async fn stop() -> Outcome {
+    let socket = portal_proto::paths::socket_path();
+    let client = match Client::connect(&socket).await {
+        Ok(c) => c,
+        Err(ClientError::Unavailable { .. }) => {
+            println!("portald is not running (socket {})", socket.display());
+            return Ok(());
+        }
+        Err(e) => return Err(Failure::Unreachable(e)),
+    };
+    let pid = client.info().pid;
+    client.rpc().shutdown(pb::ShutdownRequest {}).await?;
+    drop(client);
+    let deadline = tokio::time::Instant::now() + STOP_TIMEOUT;
+    // The daemon removes its socket as the last step of shutdown; polling
+    // for that is the only signal a separate process gets.
+    while socket.exists() {
+        if tokio::time::Instant::now() > deadline {
+            return Err(anyhow::anyhow!(
+                "portald (pid {pid}) did not stop within {STOP_TIMEOUT:?}"
+            )
+            .into());
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    println!("portald (pid {pid}) stopped");
+    Ok(())
+}

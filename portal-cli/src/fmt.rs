@@ -1,0 +1,179 @@
+//! Formatting shared by the commands: status names and colours, durations,
+//! sizes, and the JSON shape of a process.
+
+use std::io::IsTerminal as _;
+use std::time::Duration;
+
+use portal_proto::v1 as pb;
+use serde_json::{Value, json};
+
+/// Lowercase status name.
+pub(crate) fn status_name(s: pb::Status) -> &'static str {
+    match s {
+        pb::Status::Running => "running",
+        pb::Status::Exited => "exited",
+        pb::Status::Killed => "killed",
+        pb::Status::TimedOut => "timed_out",
+        pb::Status::Stopped => "stopped",
+        pb::Status::Lost => "lost",
+        pb::Status::Unspecified => "unknown",
+    }
+}
+
+/// Whether to colour stdout: a terminal, and `NO_COLOR` unset.
+pub(crate) fn color() -> bool {
+    std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none()
+}
+
+/// A status, coloured for a terminal (padded to `width` first).
+pub(crate) fn status_cell(p: &pb::Process, width: usize) -> String {
+    let name = format!("{:<width$}", status_name(p.status()));
+    if !color() {
+        return name;
+    }
+    let code = match p.status() {
+        pb::Status::Running => "32",
+        pb::Status::Exited if p.exit_code == Some(0) => "2",
+        _ => "31",
+    };
+    format!("\x1b[{code}m{name}\x1b[0m")
+}
+
+/// "exit 3", "sig 9" or "-".
+pub(crate) fn exit_text(p: &pb::Process) -> String {
+    match (p.exit_code, p.exit_signal) {
+        (Some(c), _) => format!("exit {c}"),
+        (None, Some(s)) => format!("sig {s}"),
+        _ => "-".into(),
+    }
+}
+
+/// A short human duration: 850ms, 12s, 3m, 5h, 2d.
+pub(crate) fn short_duration(ms: u64) -> String {
+    match ms {
+        0..1_000 => format!("{ms}ms"),
+        1_000..60_000 => format!("{}s", ms / 1_000),
+        60_000..3_600_000 => format!("{}m", ms / 60_000),
+        3_600_000..86_400_000 => format!("{}h", ms / 3_600_000),
+        _ => format!("{}d", ms / 86_400_000),
+    }
+}
+
+/// Byte counts: 512B, 3.4K, 12M.
+pub(crate) fn short_bytes(n: u64) -> String {
+    #[allow(clippy::cast_precision_loss, reason = "display rounding")]
+    let f = n as f64;
+    match n {
+        0..1024 => format!("{n}B"),
+        1024..1_048_576 => format!("{:.1}K", f / 1024.0),
+        1_048_576..1_073_741_824 => format!("{:.1}M", f / 1_048_576.0),
+        _ => format!("{:.1}G", f / 1_073_741_824.0),
+    }
+}
+
+/// Parses "250ms", "10s", "5m", "2h", or a bare number of milliseconds.
+pub(crate) fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let n: u64 =
+        num.parse().map_err(|_| format!("{s:?} is not a duration like 500ms, 10s, 5m or 2h"))?;
+    let ms = match unit {
+        "" | "ms" => n,
+        "s" => n.saturating_mul(1_000),
+        "m" => n.saturating_mul(60_000),
+        "h" => n.saturating_mul(3_600_000),
+        _ => return Err(format!("{s:?} has an unknown unit; use ms, s, m or h")),
+    };
+    Ok(Duration::from_millis(ms))
+}
+
+/// Parses "24x80" (rows x columns).
+pub(crate) fn parse_size(s: &str) -> Result<pb::TermSize, String> {
+    let (r, c) = s
+        .split_once(['x', 'X'])
+        .ok_or_else(|| format!("{s:?} is not a size like 24x80 (rows x columns)"))?;
+    let rows = r.trim().parse().map_err(|_| format!("{s:?}: rows must be a number"))?;
+    let cols = c.trim().parse().map_err(|_| format!("{s:?}: columns must be a number"))?;
+    Ok(pb::TermSize { rows, cols })
+}
+
+/// The command line of a process, shortened to `max` characters.
+pub(crate) fn command_line(p: &pb::Process, max: usize) -> String {
+    let full = std::iter::once(p.command.as_str())
+        .chain(p.args.iter().map(String::as_str))
+        .collect::<Vec<_>>()
+        .join(" ");
+    if full.chars().count() > max {
+        full.chars().take(max.saturating_sub(1)).collect::<String>() + "…"
+    } else {
+        full
+    }
+}
+
+/// Bytes of output (stdout + stderr).
+pub(crate) fn output_bytes(p: &pb::Process) -> u64 {
+    p.streams.iter().filter(|s| s.stream() != pb::Stream::Stdin).map(|s| s.end_offset).sum()
+}
+
+/// A process as JSON for scripts.
+pub(crate) fn process_json(p: &pb::Process) -> Value {
+    let streams: serde_json::Map<String, Value> = p
+        .streams
+        .iter()
+        .map(|s| {
+            let name = match s.stream() {
+                pb::Stream::Stdin => "stdin",
+                pb::Stream::Stderr => "stderr",
+                _ => "stdout",
+            };
+            (
+                name.to_owned(),
+                json!({"bytes": s.end_offset, "history_start": s.start_offset, "chunks": s.chunks}),
+            )
+        })
+        .collect();
+    json!({
+        "id": p.id,
+        "name": (!p.name.is_empty()).then(|| p.name.clone()),
+        "pid": p.pid,
+        "mode": if p.mode() == pb::Mode::Pty { "pty" } else { "pipes" },
+        "status": status_name(p.status()),
+        "exit_code": p.exit_code,
+        "exit_signal": p.exit_signal,
+        "command": p.command,
+        "args": p.args,
+        "cwd": p.cwd,
+        "env": p.env,
+        "size": p.size.map(|s| json!({"rows": s.rows, "cols": s.cols})),
+        "timeout_ms": p.timeout_ms,
+        "idle_ms": p.idle_ms,
+        "started_at_ns": p.started_at_ns,
+        "ended_at_ns": p.ended_at_ns,
+        "stdin_closed": p.stdin_closed,
+        "streams": streams,
+    })
+}
+
+/// Prints JSON on one line.
+pub(crate) fn print_json(v: &Value) {
+    println!("{v}");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_and_sizes() {
+        assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
+        assert_eq!(parse_duration("10s"), Ok(Duration::from_secs(10)));
+        assert_eq!(parse_duration("5m"), Ok(Duration::from_secs(300)));
+        assert_eq!(parse_duration("1500"), Ok(Duration::from_millis(1500)));
+        assert!(parse_duration("ten").is_err() && parse_duration("5y").is_err());
+        assert_eq!(parse_size("40x120"), Ok(pb::TermSize { rows: 40, cols: 120 }));
+        assert!(parse_size("40").is_err());
+        assert_eq!(short_duration(61_000), "1m");
+        assert_eq!(short_bytes(2048), "2.0K");
+    }
+}

@@ -1,0 +1,342 @@
+//! Commands that show output: `read` (history, then optionally live with
+//! `-f`, continuing from exactly the offset where the history ended, so no
+//! byte is lost or repeated) and `screen` (optionally redrawn live).
+
+use std::io::Write as _;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use clap::{Args, ValueEnum};
+use portal_proto::client::Client;
+use portal_proto::v1 as pb;
+use serde_json::json;
+
+use crate::fmt::{self, print_json};
+use crate::{JsonFlag, Outcome, proc_ref};
+
+/// Which stream `read` prints.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub(crate) enum StreamArg {
+    /// Standard output (all terminal output for a PTY).
+    Stdout,
+    /// Standard error.
+    Stderr,
+    /// What was written to the program.
+    Stdin,
+    /// Standard output and standard error, in the order produced.
+    All,
+}
+
+/// Arguments of `read`.
+#[derive(Debug, Args)]
+pub(crate) struct ReadArgs {
+    /// Process id or name.
+    proc: String,
+    /// Only output from the last DURATION (500ms, 10s, 5m, 2h).
+    #[arg(long, value_parser = fmt::parse_duration, conflicts_with = "tail")]
+    since: Option<Duration>,
+    /// Only the last N lines.
+    #[arg(long, value_name = "N")]
+    tail: Option<usize>,
+    /// Which stream.
+    #[arg(long, value_enum, default_value = "all")]
+    stream: StreamArg,
+    /// Print the bytes as the program wrote them (escape sequences included).
+    #[arg(long)]
+    raw: bool,
+    /// Keep printing new output until the program ends (or Ctrl-C).
+    #[arg(short, long)]
+    follow: bool,
+    #[command(flatten)]
+    out: JsonFlag,
+}
+
+/// A page size for history: large pages are fewer round trips.
+const PAGE_BYTES: u64 = 1 << 20;
+
+/// Largest tail read when looking for the last N lines.
+const MAX_TAIL_BYTES: u64 = 4 << 20;
+
+struct Printer {
+    json: bool,
+    color: bool,
+}
+
+impl Printer {
+    fn record(&self, r: &pb::Record) -> std::io::Result<()> {
+        let mut out = std::io::stdout().lock();
+        if self.json {
+            let stream = match r.stream() {
+                pb::Stream::Stdin => "stdin",
+                pb::Stream::Stderr => "stderr",
+                _ => "stdout",
+            };
+            let v = json!({"stream": stream, "offset": r.offset, "length": r.length, "ts_ns": r.ts_ns, "data": String::from_utf8_lossy(&r.data)});
+            writeln!(out, "{v}")?;
+        } else if self.color && r.stream() == pb::Stream::Stderr {
+            out.write_all(b"\x1b[31m")?;
+            out.write_all(&r.data)?;
+            out.write_all(b"\x1b[0m")?;
+        } else {
+            out.write_all(&r.data)?;
+        }
+        out.flush()
+    }
+}
+
+fn streams(s: StreamArg) -> Vec<i32> {
+    match s {
+        StreamArg::Stdout => vec![pb::Stream::Stdout.into()],
+        StreamArg::Stderr => vec![pb::Stream::Stderr.into()],
+        StreamArg::Stdin => vec![pb::Stream::Stdin.into()],
+        StreamArg::All => vec![pb::Stream::Stdout.into(), pb::Stream::Stderr.into()],
+    }
+}
+
+/// Treats a closed stdout (`| head`) as a normal end.
+fn quiet_pipe(r: std::io::Result<()>) -> Result<bool, anyhow::Error> {
+    match r {
+        Ok(()) => Ok(true),
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(false),
+        Err(e) => Err(e).context("writing to stdout"),
+    }
+}
+
+/// `read`.
+pub(crate) async fn read(client: &Client, a: ReadArgs) -> Outcome {
+    let mut rpc = client.rpc();
+    let printer = Printer { json: a.out.json, color: fmt::color() && !a.raw };
+    let encoding = if a.raw { pb::Encoding::Raw } else { pb::Encoding::Text };
+    let base = pb::ReadRequest {
+        proc: proc_ref(&a.proc),
+        streams: streams(a.stream),
+        encoding: encoding.into(),
+        max_bytes: PAGE_BYTES,
+        ..Default::default()
+    };
+    let mut next: Option<pb::Cursor>;
+    if let Some(n) = a.tail {
+        // Grow the tail until it holds N lines or all history.
+        let mut want = 64 << 10;
+        loop {
+            let req = pb::ReadRequest {
+                from: Some(pb::read_request::From::Tail(true)),
+                max_bytes: want,
+                ..base.clone()
+            };
+            let resp = rpc.read(req).await?.into_inner();
+            let text: Vec<u8> = resp.records.iter().flat_map(|r| r.data.iter().copied()).collect();
+            let lines = text.iter().filter(|&&b| b == b'\n').count();
+            if lines > n || resp.omitted_bytes == 0 || want >= MAX_TAIL_BYTES {
+                let start = last_lines_start(&text, n);
+                if a.out.json {
+                    print_json(
+                        &json!({"text": String::from_utf8_lossy(&text[start..]), "cursor": cursor_json(resp.next.as_ref())}),
+                    );
+                } else if !quiet_pipe(std::io::stdout().lock().write_all(&text[start..]))? {
+                    return Ok(());
+                }
+                next = resp.next;
+                break;
+            }
+            want = (want * 4).min(MAX_TAIL_BYTES);
+        }
+    } else {
+        let mut from = a.since.map(|d| {
+            pb::read_request::From::LastNs(u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
+        });
+        loop {
+            let req =
+                pb::ReadRequest { from: from.clone(), keep: pb::Keep::Head.into(), ..base.clone() };
+            let resp = rpc.read(req).await?.into_inner();
+            for r in &resp.records {
+                if !quiet_pipe(printer.record(r))? {
+                    return Ok(());
+                }
+            }
+            let done = resp.records.is_empty() || resp.next == resp.end;
+            next = resp.next.clone();
+            if done {
+                break;
+            }
+            from = resp.next.map(pb::read_request::From::Cursor);
+        }
+    }
+    if !a.follow {
+        return Ok(());
+    }
+    let req = pb::FollowRequest {
+        proc: proc_ref(&a.proc),
+        streams: streams(a.stream),
+        from: next,
+        from_start: false,
+        encoding: encoding.into(),
+    };
+    let mut events = rpc.follow(req).await?.into_inner();
+    while let Some(ev) = events.message().await? {
+        match ev.event {
+            Some(pb::follow_event::Event::Output(r)) if !quiet_pipe(printer.record(&r))? => {
+                return Ok(());
+            }
+            Some(pb::follow_event::Event::Output(_)) => {}
+            Some(pb::follow_event::Event::Gap(g)) => {
+                eprintln!("[{} bytes of history were cleared]", g.length)
+            }
+            Some(pb::follow_event::Event::Exited(p)) => {
+                if a.out.json {
+                    print_json(&json!({"exited": fmt::process_json(&p)}));
+                } else {
+                    eprintln!(
+                        "[process {} {}: {}]",
+                        p.id,
+                        fmt::status_name(p.status()),
+                        fmt::exit_text(&p)
+                    );
+                }
+                break;
+            }
+            None => {}
+        }
+    }
+    Ok(())
+}
+
+fn cursor_json(c: Option<&pb::Cursor>) -> serde_json::Value {
+    json!(c.map(|c| {
+        c.offsets
+            .iter()
+            .map(|o| json!({"stream": o.stream, "offset": o.offset}))
+            .collect::<Vec<_>>()
+    }))
+}
+
+/// Index where the last `n` lines of `text` begin (a final line without a
+/// newline counts as a line).
+fn last_lines_start(text: &[u8], n: usize) -> usize {
+    if n == 0 {
+        return text.len();
+    }
+    let body = text.strip_suffix(b"\n").unwrap_or(text);
+    let mut seen = 0;
+    for (i, &b) in body.iter().enumerate().rev() {
+        if b == b'\n' {
+            seen += 1;
+            if seen == n {
+                return i + 1;
+            }
+        }
+    }
+    0
+}
+
+fn screen_json(s: &pb::ScreenSnapshot) -> serde_json::Value {
+    let size = s.size.unwrap_or_default();
+    json!({
+        "id": s.id,
+        "status": fmt::status_name(s.status()),
+        "rows": size.rows,
+        "cols": size.cols,
+        "cursor": {"row": s.cursor_row, "col": s.cursor_col},
+        "alternate_screen": s.alternate_screen,
+        "title": s.title,
+        "lines": s.lines,
+    })
+}
+
+fn screen_text(s: &pb::ScreenSnapshot) -> String {
+    let size = s.size.unwrap_or_default();
+    let mut out = format!(
+        "── process {} · {} · {}x{} · {} screen{} ──\n",
+        s.id,
+        fmt::status_name(s.status()),
+        size.rows,
+        size.cols,
+        if s.alternate_screen { "alternate" } else { "main" },
+        if s.title.is_empty() { String::new() } else { format!(" · {}", s.title) }
+    );
+    let last = s.lines.iter().rposition(|l| !l.is_empty()).map_or(0, |i| i + 1);
+    for line in &s.lines[..last] {
+        out.push_str(line);
+        out.push('\n');
+    }
+    out
+}
+
+/// Redraws no more often than this while watching: a program printing
+/// thousands of chunks a second needs no thousands of redraws.
+const WATCH_FRAME: Duration = Duration::from_millis(50);
+
+/// `screen`.
+pub(crate) async fn screen(client: &Client, proc: &str, watch: bool, out: JsonFlag) -> Outcome {
+    let mut rpc = client.rpc();
+    let snap = |mut rpc: pb::portal_client::PortalClient<tonic::transport::Channel>| async move {
+        rpc.screen(pb::ScreenRequest { proc: proc_ref(proc), resize: None })
+            .await
+            .map(tonic::Response::into_inner)
+    };
+    let show = |s: &pb::ScreenSnapshot, redraw: bool| {
+        if out.json {
+            print_json(&screen_json(s));
+        } else {
+            let mut stdout = std::io::stdout().lock();
+            if redraw {
+                let _ = stdout.write_all(b"\x1b[H\x1b[2J");
+            }
+            let _ = stdout.write_all(screen_text(s).as_bytes());
+            let _ = stdout.flush();
+        }
+    };
+    let first = snap(rpc.clone()).await?;
+    if !watch {
+        show(&first, false);
+        return Ok(());
+    }
+    let redraw = !out.json && fmt::color();
+    show(&first, redraw);
+    let req = pb::FollowRequest {
+        proc: proc_ref(proc),
+        streams: vec![pb::Stream::Stdout.into()],
+        ..Default::default()
+    };
+    let mut events = rpc.follow(req).await?.into_inner();
+    let mut last_draw = tokio::time::Instant::now();
+    let mut dirty = false;
+    loop {
+        let deadline = last_draw + WATCH_FRAME;
+        let ev = if dirty {
+            match tokio::time::timeout_at(deadline, events.message()).await {
+                Ok(ev) => ev?,
+                Err(_) => {
+                    show(&snap(rpc.clone()).await?, redraw);
+                    last_draw = tokio::time::Instant::now();
+                    dirty = false;
+                    continue;
+                }
+            }
+        } else {
+            events.message().await?
+        };
+        match ev.and_then(|e| e.event) {
+            Some(pb::follow_event::Event::Exited(_)) | None => {
+                show(&snap(rpc.clone()).await?, redraw);
+                return Ok(());
+            }
+            Some(_) => dirty = true,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn last_lines() {
+        let t = b"a\nb\nc\n";
+        assert_eq!(&t[last_lines_start(t, 2)..], b"b\nc\n");
+        assert_eq!(&t[last_lines_start(t, 9)..], b"a\nb\nc\n");
+        let u = b"a\nb\nprompt$ ";
+        assert_eq!(&u[last_lines_start(u, 1)..], b"prompt$ ");
+        assert_eq!(last_lines_start(u, 0), u.len());
+    }
+}

@@ -1,0 +1,371 @@
+//! Commands that manage processes: ps, start, write, signal, kill, kill-all,
+//! clear, rm, inspect, the program registry, and the demo.
+
+use std::io::Read as _;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use bytes::Bytes;
+use clap::Args;
+use portal_proto::client::Client;
+use portal_proto::v1 as pb;
+use serde_json::json;
+
+use crate::fmt::{self, print_json};
+use crate::{JsonFlag, Outcome, proc_ref};
+
+/// Arguments of `start`.
+#[derive(Debug, Args)]
+pub(crate) struct StartArgs {
+    /// Run on a pseudo-terminal (for anything interactive).
+    #[arg(long)]
+    pty: bool,
+    /// A unique name to refer to it by.
+    #[arg(long)]
+    name: Option<String>,
+    /// Working directory [default: the current one].
+    #[arg(long)]
+    cwd: Option<std::path::PathBuf>,
+    /// Environment variable to set (repeatable).
+    #[arg(long = "env", value_name = "KEY=VALUE")]
+    env: Vec<String>,
+    /// Idle timeout: kill it when nobody has named it for this long (500ms, 30s, 5m).
+    #[arg(long, value_parser = fmt::parse_duration)]
+    timeout: Option<Duration>,
+    /// Terminal size, rows x columns (with --pty) [default: 24x80].
+    #[arg(long, value_parser = fmt::parse_size)]
+    size: Option<pb::TermSize>,
+    #[command(flatten)]
+    out: JsonFlag,
+    /// The program and its arguments, after `--`.
+    #[arg(required = true, last = true, value_name = "CMD")]
+    command: Vec<String>,
+}
+
+/// `ps`.
+pub(crate) async fn ps(client: &Client, all: bool, out: JsonFlag) -> Outcome {
+    let list = client.rpc().list(pb::ListRequest {}).await?.into_inner();
+    let shown: Vec<&pb::Process> =
+        list.processes.iter().filter(|p| all || p.status() == pb::Status::Running).collect();
+    if out.json {
+        print_json(&json!(shown.iter().map(|p| fmt::process_json(p)).collect::<Vec<_>>()));
+        return Ok(());
+    }
+    if shown.is_empty() {
+        let hidden = list.processes.len();
+        if hidden > 0 && !all {
+            println!("No running processes ({hidden} ended; --all shows them).");
+        } else {
+            println!("No managed processes.");
+        }
+        return Ok(());
+    }
+    println!(
+        "{:>4}  {:<12} {:>7}  {:<5}  {:<9}  {:<7}  {:>5}  {:>7}  COMMAND",
+        "ID", "NAME", "PID", "MODE", "STATUS", "EXIT", "IDLE", "BYTES"
+    );
+    for p in shown {
+        let name =
+            if p.name.is_empty() { "-".to_owned() } else { p.name.chars().take(12).collect() };
+        let mode = if p.mode() == pb::Mode::Pty { "pty" } else { "pipes" };
+        println!(
+            "{:>4}  {:<12} {:>7}  {:<5}  {}  {:<7}  {:>5}  {:>7}  {}",
+            p.id,
+            name,
+            p.pid,
+            mode,
+            fmt::status_cell(p, 9),
+            fmt::exit_text(p),
+            fmt::short_duration(p.idle_ms),
+            fmt::short_bytes(fmt::output_bytes(p)),
+            fmt::command_line(p, 60)
+        );
+    }
+    Ok(())
+}
+
+/// `start`.
+pub(crate) async fn start(client: &Client, a: StartArgs) -> Outcome {
+    let (command, args) = a.command.split_first().context("no command given after --")?;
+    let mut env = std::collections::HashMap::new();
+    for kv in &a.env {
+        let (k, v) =
+            kv.split_once('=').with_context(|| format!("--env {kv:?} is not KEY=VALUE"))?;
+        env.insert(k.to_owned(), v.to_owned());
+    }
+    if a.size.is_some() && !a.pty {
+        return Err(anyhow::anyhow!("--size applies only with --pty").into());
+    }
+    let cwd = match a.cwd {
+        Some(dir) => {
+            std::path::absolute(&dir).with_context(|| format!("resolving {}", dir.display()))?
+        }
+        None => std::env::current_dir().context("reading the current directory")?,
+    };
+    let req = pb::StartRequest {
+        command: command.clone(),
+        args: args.to_vec(),
+        cwd: cwd.to_string_lossy().into_owned(),
+        env,
+        name: a.name.unwrap_or_default(),
+        timeout_ms: a.timeout.map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
+        mode: if a.pty { pb::Mode::Pty } else { pb::Mode::Pipes }.into(),
+        size: a.size,
+    };
+    let p = client.rpc().start(req).await?.into_inner();
+    if a.out.json {
+        print_json(&fmt::process_json(&p));
+    } else {
+        println!("started {} (pid {}): {}", p.id, p.pid, fmt::command_line(&p, 80));
+    }
+    Ok(())
+}
+
+async fn inspect_proc(client: &Client, proc: &str) -> Result<pb::Process, tonic::Status> {
+    Ok(client.rpc().inspect(pb::InspectRequest { proc: proc_ref(proc) }).await?.into_inner())
+}
+
+/// `write`.
+pub(crate) async fn write(
+    client: &Client,
+    proc: &str,
+    text: Option<String>,
+    enter: bool,
+    stdin: bool,
+) -> Outcome {
+    let mut data = if stdin {
+        let mut buf = Vec::new();
+        std::io::stdin().read_to_end(&mut buf).context("reading standard input")?;
+        buf
+    } else {
+        text.unwrap_or_default().into_bytes()
+    };
+    if enter {
+        let p = inspect_proc(client, proc).await?;
+        data.push(if p.mode() == pb::Mode::Pty { b'\r' } else { b'\n' });
+    }
+    if data.is_empty() {
+        return Err(anyhow::anyhow!("nothing to write: give TEXT, --enter or --stdin").into());
+    }
+    let n = data.len();
+    client.rpc().write(pb::WriteRequest { proc: proc_ref(proc), data: Bytes::from(data) }).await?;
+    eprintln!("wrote {n} bytes");
+    Ok(())
+}
+
+/// `signal`.
+pub(crate) async fn signal(client: &Client, proc: &str, signal: String) -> Outcome {
+    let r =
+        client.rpc().signal(pb::SignalRequest { proc: proc_ref(proc), signal }).await?.into_inner();
+    println!("sent {} ({}) to {proc}", r.name, r.signal);
+    Ok(())
+}
+
+/// `kill`.
+pub(crate) async fn kill(client: &Client, proc: &str) -> Outcome {
+    let p = client.rpc().kill(pb::KillRequest { proc: proc_ref(proc) }).await?.into_inner();
+    if p.status() == pb::Status::Killed {
+        println!("killed {} ({})", p.id, fmt::exit_text(&p));
+    } else {
+        println!(
+            "{} had already ended ({}, {})",
+            p.id,
+            fmt::status_name(p.status()),
+            fmt::exit_text(&p)
+        );
+    }
+    Ok(())
+}
+
+/// `kill-all`.
+pub(crate) async fn kill_all(client: &Client) -> Outcome {
+    let r = client.rpc().kill_all(pb::KillAllRequest {}).await?.into_inner();
+    println!(
+        "killed {} process(es){}",
+        r.killed.len(),
+        if r.killed.is_empty() { String::new() } else { format!(": {:?}", r.killed) }
+    );
+    Ok(())
+}
+
+/// `clear`.
+pub(crate) async fn clear(client: &Client, proc: &str) -> Outcome {
+    client.rpc().clear(pb::ClearRequest { proc: proc_ref(proc) }).await?;
+    println!("cleared the output of {proc}");
+    Ok(())
+}
+
+/// `rm`.
+pub(crate) async fn rm(client: &Client, proc: &str) -> Outcome {
+    let r = client.rpc().cleanup(pb::CleanupRequest { proc: proc_ref(proc) }).await?.into_inner();
+    println!("removed {}", r.id);
+    Ok(())
+}
+
+/// `inspect`.
+pub(crate) async fn inspect(client: &Client, proc: &str, out: JsonFlag) -> Outcome {
+    let p = inspect_proc(client, proc).await?;
+    if out.json {
+        print_json(&fmt::process_json(&p));
+        return Ok(());
+    }
+    println!(
+        "process {}{}",
+        p.id,
+        if p.name.is_empty() { String::new() } else { format!(" ({})", p.name) }
+    );
+    println!("  status   {} {}", fmt::status_cell(&p, 0), fmt::exit_text(&p));
+    println!("  pid      {}", p.pid);
+    match p.size {
+        Some(s) => println!("  mode     pty {}x{}", s.rows, s.cols),
+        None => println!("  mode     pipes"),
+    }
+    println!("  command  {}", fmt::command_line(&p, usize::MAX));
+    println!("  cwd      {}", p.cwd);
+    for (k, v) in &p.env {
+        println!("  env      {k}={v}");
+    }
+    if p.timeout_ms > 0 {
+        println!("  timeout  {}", fmt::short_duration(p.timeout_ms));
+    }
+    println!("  idle     {}", fmt::short_duration(p.idle_ms));
+    for s in &p.streams {
+        let name = match s.stream() {
+            pb::Stream::Stdin => "stdin",
+            pb::Stream::Stderr => "stderr",
+            _ => "stdout",
+        };
+        let kept = if s.start_offset > 0 {
+            format!(", history from byte {}", s.start_offset)
+        } else {
+            String::new()
+        };
+        println!("  {name:<8} {} bytes in {} chunks{kept}", s.end_offset, s.chunks);
+    }
+    Ok(())
+}
+
+/// `programs query`.
+pub(crate) async fn program_query(client: &Client, program: String, out: JsonFlag) -> Outcome {
+    let p = client.rpc().program_query(pb::ProgramQueryRequest { program }).await?.into_inner();
+    if out.json {
+        print_json(
+            &json!({"program": p.program, "known": p.known, "needs_pty": p.known.then_some(p.needs_pty), "notes": p.known.then_some(&p.notes), "confirmed_count": p.known.then_some(p.confirmed_count)}),
+        );
+    } else if p.known {
+        let notes = if p.notes.is_empty() { String::new() } else { format!(" — {}", p.notes) };
+        println!(
+            "{}: needs a PTY: {}, confirmed x{}{notes}",
+            p.program,
+            if p.needs_pty { "yes" } else { "no" },
+            p.confirmed_count
+        );
+    } else {
+        println!("{}: not in the registry", p.program);
+    }
+    Ok(())
+}
+
+/// `programs record`.
+pub(crate) async fn program_record(
+    client: &Client,
+    program: String,
+    needs_pty: bool,
+    notes: Option<String>,
+) -> Outcome {
+    let p = client
+        .rpc()
+        .program_record(pb::ProgramRecordRequest { program, needs_pty, notes })
+        .await?
+        .into_inner();
+    println!(
+        "recorded {}: needs a PTY: {} (confirmed x{})",
+        p.program,
+        if p.needs_pty { "yes" } else { "no" },
+        p.confirmed_count
+    );
+    Ok(())
+}
+
+/// How long the demo waits for each step (generous: a cold machine).
+const DEMO_STEP: Duration = Duration::from_secs(20);
+
+/// Follows a process's output until `needle` has appeared.
+async fn wait_for(client: &Client, id: u64, needle: &str) -> anyhow::Result<()> {
+    let mut rpc = client.rpc();
+    let req = pb::FollowRequest {
+        proc: crate::proc_ref(&id.to_string()),
+        from_start: true,
+        ..Default::default()
+    };
+    let mut events = rpc.follow(req).await?.into_inner();
+    let mut seen = Vec::new();
+    let found = tokio::time::timeout(DEMO_STEP, async {
+        while let Some(ev) = events.message().await? {
+            match ev.event {
+                Some(pb::follow_event::Event::Output(r)) => {
+                    seen.extend_from_slice(&r.data);
+                    if String::from_utf8_lossy(&seen).contains(needle) {
+                        return Ok(true);
+                    }
+                }
+                Some(pb::follow_event::Event::Exited(_)) => return Ok(false),
+                _ => {}
+            }
+        }
+        Ok::<_, tonic::Status>(false)
+    })
+    .await;
+    match found {
+        Ok(Ok(true)) => Ok(()),
+        Ok(Ok(false)) => anyhow::bail!("process {id} ended before printing {needle:?}"),
+        Ok(Err(status)) => Err(status.into()),
+        Err(_) => anyhow::bail!("process {id} did not print {needle:?} within {DEMO_STEP:?}"),
+    }
+}
+
+/// `demo`.
+pub(crate) async fn demo(client: &Client) -> Outcome {
+    let mut rpc = client.rpc();
+    let info = client.info();
+    println!("portald {} (pid {}) on {}", info.daemon_version, info.pid, info.socket);
+    let cwd = std::env::current_dir().map(|p| p.to_string_lossy().into_owned()).unwrap_or_default();
+    let start = pb::StartRequest {
+        command: "python3".into(),
+        args: vec!["-q".into(), "-i".into()],
+        mode: pb::Mode::Pty.into(),
+        size: Some(pb::TermSize { rows: 8, cols: 60 }),
+        cwd,
+        ..Default::default()
+    };
+    let p = rpc.start(start).await.context("starting python3 on a PTY")?.into_inner();
+    println!("started python3 on a PTY: id {} pid {}", p.id, p.pid);
+    let by_id = || crate::proc_ref(&p.id.to_string());
+    let result = async {
+        wait_for(client, p.id, ">>> ").await?;
+        println!("typing: print(6*7)");
+        let data = Bytes::from_static(b"print(6*7)\r");
+        rpc.write(pb::WriteRequest { proc: by_id(), data }).await?;
+        wait_for(client, p.id, "42\r\n>>> ").await?;
+        let screen =
+            rpc.screen(pb::ScreenRequest { proc: by_id(), resize: None }).await?.into_inner();
+        println!("its screen:");
+        println!("  ┌{}┐", "─".repeat(60));
+        for line in &screen.lines {
+            println!("  │{line:<60}│");
+        }
+        println!("  └{}┘", "─".repeat(60));
+        let log =
+            rpc.read(pb::ReadRequest { proc: by_id(), ..Default::default() }).await?.into_inner();
+        let bytes: usize = log.records.iter().map(|r| r.data.len()).sum();
+        println!(
+            "the log holds {bytes} bytes of output (escapes stripped), kept across client restarts"
+        );
+        anyhow::Ok(())
+    }
+    .await;
+    rpc.kill(pb::KillRequest { proc: by_id() }).await?;
+    rpc.cleanup(pb::CleanupRequest { proc: by_id() }).await?;
+    println!("killed and cleaned up process {}", p.id);
+    Ok(result?)
+}

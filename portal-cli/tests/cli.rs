@@ -1,0 +1,288 @@
+//! The real `portal-cli` binary against a real `portald` on a private socket:
+//! round trips, `read -f` exactly once, `attach` driven through a PTY (the
+//! daemon itself runs the CLI on a terminal), `--json`, exit codes, and the
+//! service files.
+#![allow(clippy::unwrap_used, reason = "a test fails loudly on the first unexpected error")]
+
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+use portal_proto::v1 as pb;
+use portal_tests::*;
+use serde_json::Value;
+
+const CLI: &str = env!("CARGO_BIN_EXE_portal-cli");
+
+fn daemon_binary() -> PathBuf {
+    Path::new(CLI).with_file_name("portald")
+}
+
+async fn cli(socket: &Path, args: &[&str]) -> Output {
+    cli_env(socket, args, &[]).await
+}
+
+async fn cli_env(socket: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut cmd = tokio::process::Command::new(CLI);
+    cmd.args(args)
+        .env("PORTAL_SOCKET", socket)
+        .env("PORTAL_NO_AUTOSTART", "1")
+        .env("NO_COLOR", "1");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    bounded(&format!("portal-cli {args:?}"), cmd.output()).await.unwrap()
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn ok(o: &Output) -> String {
+    assert!(
+        o.status.success(),
+        "failed ({:?}): {}\n{}",
+        o.status,
+        stdout(o),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    stdout(o)
+}
+
+fn id_of(started: &str) -> u64 {
+    started
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("no id in {started:?}"))
+}
+
+#[tokio::test]
+async fn start_ps_read_write_screen_kill_rm_round_trip() {
+    let d = TestDaemon::start().await;
+    let s = d.socket();
+    let mut rpc = d.rpc();
+    let out = ok(&cli(
+        &s,
+        &["start", "--name", "echoer", "--", "sh", "-c", "while read l; do echo got-$l; done"],
+    )
+    .await);
+    let id = id_of(&out);
+    let ps = ok(&cli(&s, &["ps"]).await);
+    assert!(ps.contains("echoer") && ps.contains("running") && ps.contains("while read"), "{ps}");
+    ok(&cli(&s, &["write", "echoer", "hello", "--enter"]).await);
+    wait_for_text(&mut rpc, id, pb::Stream::Stdout, "got-hello\n").await;
+    assert_eq!(ok(&cli(&s, &["read", &id.to_string()]).await), "got-hello\n");
+    assert_eq!(ok(&cli(&s, &["read", "echoer", "--stream", "stdin"]).await), "hello\n");
+    let out = ok(&cli(
+        &s,
+        &[
+            "start",
+            "--pty",
+            "--size",
+            "5x30",
+            "--",
+            "sh",
+            "-c",
+            "printf 'row one\\nrow two\\n'; read x",
+        ],
+    )
+    .await);
+    let pty = id_of(&out);
+    wait_for_text(&mut rpc, pty, pb::Stream::Stdout, "row two").await;
+    let screen = ok(&cli(&s, &["screen", &pty.to_string()]).await);
+    assert!(screen.contains("5x30") && screen.contains("\nrow one\nrow two\n"), "{screen}");
+    let killed = ok(&cli(&s, &["kill", "echoer"]).await);
+    assert!(killed.starts_with(&format!("killed {id}")), "{killed}");
+    assert!(!ok(&cli(&s, &["ps"]).await).contains("echoer"));
+    assert!(ok(&cli(&s, &["ps", "--all"]).await).contains("killed"));
+    ok(&cli(&s, &["rm", "echoer"]).await);
+    assert!(!ok(&cli(&s, &["ps", "--all"]).await).contains("echoer"));
+    let tail = ok(&cli(&s, &["kill-all"]).await);
+    assert!(tail.contains("killed 1 process"), "{tail}");
+    d.stop().await;
+}
+
+#[tokio::test]
+async fn read_follow_prints_every_line_exactly_once() {
+    let d = TestDaemon::start().await;
+    let s = d.socket();
+    let mut rpc = d.rpc();
+    // Part one before the reader starts, part two (much more) while it runs.
+    let script = "seq 1 1000; read go; seq 1001 50000";
+    let p = start_pipes(&mut rpc, "sh", &["-c", script]).await;
+    wait_for_text(&mut rpc, p.id, pb::Stream::Stdout, "\n1000\n").await;
+    let reader = tokio::spawn({
+        let s = s.clone();
+        async move { cli(&s, &["read", &p.id.to_string(), "-f"]).await }
+    });
+    write(&mut rpc, p.id, b"go\n").await;
+    let out = bounded("read -f to end", reader).await.unwrap();
+    let want: String = (1..=50_000).map(|i| format!("{i}\n")).collect();
+    assert_eq!(ok(&out), want);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("exited: exit 0"));
+    d.stop().await;
+}
+
+#[tokio::test]
+async fn json_output_parses() {
+    let d = TestDaemon::start().await;
+    let s = d.socket();
+    let mut rpc = d.rpc();
+    let p = start_pty(&mut rpc, "sh", &["-c", "echo ready; read x"], 10, 40).await;
+    wait_for_text(&mut rpc, p.id, pb::Stream::Stdout, "ready").await;
+    let id = p.id.to_string();
+    let ps: Value = serde_json::from_str(&ok(&cli(&s, &["ps", "--json"]).await)).unwrap();
+    assert_eq!(ps[0]["id"], p.id);
+    assert_eq!(ps[0]["mode"], "pty");
+    let inspect: Value =
+        serde_json::from_str(&ok(&cli(&s, &["inspect", &id, "--json"]).await)).unwrap();
+    assert_eq!(inspect["status"], "running");
+    assert_eq!(inspect["size"]["rows"], 10);
+    let screen: Value =
+        serde_json::from_str(&ok(&cli(&s, &["screen", &id, "--json"]).await)).unwrap();
+    assert_eq!(screen["lines"][0], "ready");
+    let read = ok(&cli(&s, &["read", &id, "--json"]).await);
+    let first: Value = serde_json::from_str(read.lines().next().unwrap()).unwrap();
+    assert_eq!(first["data"], "ready\n");
+    let status: Value =
+        serde_json::from_str(&ok(&cli(&s, &["daemon", "status", "--json"]).await)).unwrap();
+    assert_eq!(status["running"], true);
+    assert_eq!(status["processes"], 1);
+    d.stop().await;
+}
+
+#[tokio::test]
+async fn exit_codes_say_what_went_wrong() {
+    let d = TestDaemon::start().await;
+    let s = d.socket();
+    let o = cli(&s, &["inspect", "4242"]).await;
+    assert_eq!(o.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("no process with id 4242") && err.contains("hint:"), "{err}");
+    assert_eq!(cli(&s, &["no-such-command"]).await.status.code(), Some(2));
+    assert_eq!(cli(&s, &["start"]).await.status.code(), Some(2));
+    let o = cli(&s, &["signal", "1", "SIGFOO"]).await;
+    assert_eq!(o.status.code(), Some(1));
+    let dir = test_dir();
+    let nowhere = dir.path().join("none.sock");
+    let o = cli(&nowhere, &["ps"]).await;
+    assert_eq!(o.status.code(), Some(3));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("cannot reach portald"));
+    let o = cli(&nowhere, &["daemon", "status"]).await;
+    assert_eq!(o.status.code(), Some(3));
+    assert!(stdout(&o).contains("not running"));
+    d.stop().await;
+}
+
+#[tokio::test]
+async fn attach_types_into_the_program_and_detaches_leaving_it_running() {
+    let d = TestDaemon::start().await;
+    let s = d.socket();
+    let mut rpc = d.rpc();
+    let target = start_pty(&mut rpc, "cat", &[], 24, 80).await;
+    write(&mut rpc, target.id, b"earlier\r").await;
+    wait_for_text(&mut rpc, target.id, pb::Stream::Stdout, "earlier\r\nearlier\r\n").await;
+    // Run the CLI itself on a PTY that Portal owns, 30x100.
+    let req = pb::StartRequest {
+        command: CLI.into(),
+        args: vec!["attach".into(), target.id.to_string()],
+        mode: pb::Mode::Pty.into(),
+        size: Some(pb::TermSize { rows: 30, cols: 100 }),
+        env: [
+            ("PORTAL_SOCKET".to_owned(), s.to_string_lossy().into_owned()),
+            ("PORTAL_NO_AUTOSTART".to_owned(), "1".to_owned()),
+        ]
+        .into_iter()
+        .collect(),
+        ..Default::default()
+    };
+    let viewer = rpc.start(req).await.unwrap().into_inner();
+    // The redraw of the current screen arrives once the terminal is raw.
+    wait_for_text(&mut rpc, viewer.id, pb::Stream::Stdout, "\x1b[2J").await;
+    let redrawn = wait_for_text(&mut rpc, viewer.id, pb::Stream::Stdout, "earlier").await;
+    assert!(String::from_utf8_lossy(&redrawn).contains("earlier"));
+    let info =
+        rpc.inspect(pb::InspectRequest { proc: by_id(target.id) }).await.unwrap().into_inner();
+    assert_eq!(
+        info.size,
+        Some(pb::TermSize { rows: 30, cols: 100 }),
+        "the PTY follows the attached terminal"
+    );
+    write(&mut rpc, viewer.id, b"typed through attach\r").await;
+    wait_for_text(
+        &mut rpc,
+        target.id,
+        pb::Stream::Stdout,
+        "typed through attach\r\ntyped through attach\r\n",
+    )
+    .await;
+    // What the program printed reaches the attached terminal too.
+    wait_for_text(
+        &mut rpc,
+        viewer.id,
+        pb::Stream::Stdout,
+        "typed through attach\r\ntyped through attach",
+    )
+    .await;
+    write(&mut rpc, viewer.id, b"\x1d").await;
+    let end = wait_exit(&mut rpc, viewer.id).await;
+    assert_eq!(end.exit_code, Some(0), "attach did not exit cleanly");
+    let out = String::from_utf8(
+        read_all(&mut rpc, viewer.id, pb::Stream::Stdout, pb::Encoding::Raw).await,
+    )
+    .unwrap();
+    assert!(out.contains("detached from"), "{out}");
+    let info =
+        rpc.inspect(pb::InspectRequest { proc: by_id(target.id) }).await.unwrap().into_inner();
+    assert_eq!(info.status(), pb::Status::Running, "detaching must not stop the program");
+    d.stop().await;
+}
+
+#[tokio::test]
+async fn service_files_for_systemd_and_launchd() {
+    let d = TestDaemon::start().await;
+    let s = d.socket();
+    let home = test_dir();
+    let home_s = home.path().to_string_lossy().into_owned();
+    let daemon = std::fs::canonicalize(daemon_binary()).unwrap();
+    let env = [
+        ("HOME", home_s.as_str()),
+        ("XDG_CONFIG_HOME", ""),
+        ("PORTAL_DAEMON", daemon.to_str().unwrap()),
+    ];
+    let dry =
+        ok(&cli_env(&s, &["service", "install", "--kind", "systemd", "--dry-run"], &env).await);
+    assert!(dry.contains(&format!("ExecStart={}\n", daemon.display())), "{dry}");
+    assert!(dry.contains("[Install]\nWantedBy=default.target"), "{dry}");
+    let unit = home.path().join(".config/systemd/user/portald.service");
+    assert!(!unit.exists(), "dry run wrote the file");
+    let out = ok(&cli_env(&s, &["service", "install", "--kind", "systemd"], &env).await);
+    assert!(out.contains("systemctl --user enable --now portald.service"), "{out}");
+    assert_eq!(std::fs::read_to_string(&unit).unwrap(), dry);
+    assert!(
+        ok(&cli_env(&s, &["service", "status", "--kind", "systemd"], &env).await)
+            .starts_with("installed")
+    );
+    if let Ok(o) = std::process::Command::new("systemd-analyze").arg("verify").arg(&unit).output() {
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            o.status.success()
+                || err.contains("Failed to connect")
+                || err.contains("not been booted"),
+            "systemd-analyze: {err}"
+        );
+    }
+    ok(&cli_env(&s, &["service", "uninstall", "--kind", "systemd"], &env).await);
+    assert!(!unit.exists());
+    assert!(
+        ok(&cli_env(&s, &["service", "status", "--kind", "systemd"], &env).await)
+            .starts_with("absent")
+    );
+    ok(&cli_env(&s, &["service", "install", "--kind", "launchd"], &env).await);
+    let plist =
+        std::fs::read_to_string(home.path().join("Library/LaunchAgents/dev.portal.portald.plist"))
+            .unwrap();
+    assert!(plist.contains(&format!("<string>{}</string>", daemon.display())), "{plist}");
+    assert!(plist.contains("<key>RunAtLoad</key>\n\t<true/>"), "{plist}");
+    d.stop().await;
+}
