@@ -13,6 +13,7 @@ mod fmt;
 mod output;
 mod procs;
 mod service;
+mod waits;
 
 use std::process::ExitCode;
 
@@ -113,6 +114,18 @@ enum Command {
         #[command(flatten)]
         out: JsonFlag,
     },
+    /// Wait until output matches, settles, the screen is stable, or the process ends.
+    Wait(waits::WaitArgs),
+    /// Type a command and wait for its result: portal-cli run P -- INPUT
+    Run(waits::RunArgs),
+    /// Press keys: names (Enter, C-c, Up, F5, M-x) and `text:...` for literal text.
+    SendKeys {
+        /// Process id or name.
+        proc: String,
+        /// Keys in order, e.g. Esc text::wq Enter.
+        #[arg(required = true)]
+        keys: Vec<String>,
+    },
     /// Connect this terminal to a PTY process; Ctrl-] detaches (it keeps running).
     Attach {
         /// Process id or name.
@@ -181,6 +194,8 @@ pub(crate) enum Failure {
     Unreachable(ClientError),
     /// The daemon is not running and that was already said (exit 3).
     NotRunning,
+    /// The condition was not reached; the output already says so (exit 1).
+    Silent,
 }
 
 impl From<anyhow::Error> for Failure {
@@ -251,6 +266,9 @@ async fn run(cli: Cli) -> Outcome {
         Command::Rm { proc } => procs::rm(&client, &proc).await,
         Command::Inspect { proc, out } => procs::inspect(&client, &proc, out).await,
         Command::Attach { proc } => attach::attach(&client, &proc).await,
+        Command::Wait(args) => waits::wait(&client, args).await,
+        Command::Run(args) => waits::run(&client, args).await,
+        Command::SendKeys { proc, keys } => waits::send_keys(&client, &proc, keys).await,
         Command::Programs(ProgramsCommand::Query { program, out }) => {
             procs::program_query(&client, program, out).await
         }
@@ -280,6 +298,7 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
         Err(Failure::NotRunning) => ExitCode::from(3),
+        Err(Failure::Silent) => ExitCode::FAILURE,
         Err(Failure::Unreachable(e)) => {
             eprintln!("error: {e}");
             if matches!(e, ClientError::Unavailable { .. }) {

@@ -286,3 +286,31 @@ async fn service_files_for_systemd_and_launchd() {
     assert!(plist.contains("<key>RunAtLoad</key>\n\t<true/>"), "{plist}");
     d.stop().await;
 }
+
+#[tokio::test]
+async fn wait_run_and_send_keys() {
+    let d = TestDaemon::start().await;
+    let s = d.socket();
+    let mut rpc = d.rpc();
+    let p = start_pty(&mut rpc, "python3", &["-q", "-i"], 24, 80).await;
+    let id = p.id.to_string();
+    let o = cli(&s, &["wait", &id, "--from-start", "--match", ">>> "]).await;
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let o = cli(&s, &["run", &id, "--", "print(6*7)"]).await;
+    assert_eq!(ok(&o), "42\n");
+    assert!(String::from_utf8_lossy(&o.stderr).starts_with("[prompt"));
+    let o = cli(&s, &["wait", &id, "--match", "never", "--timeout", "300ms", "--json"]).await;
+    assert_eq!(o.status.code(), Some(1));
+    let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(
+        (v["reason"].as_str(), v["effective_timeout_ms"].as_u64()),
+        (Some("timeout"), Some(300))
+    );
+    let cat = start_pty(&mut rpc, "cat", &[], 24, 80).await;
+    ok(&cli(&s, &["send-keys", &cat.id.to_string(), "text:typed", "Enter"]).await);
+    wait_for_text(&mut rpc, cat.id, pb::Stream::Stdout, "typed\r\ntyped\r\n").await;
+    let o = cli(&s, &["send-keys", &cat.id.to_string(), "Entr"]).await;
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("unknown key"));
+    d.stop().await;
+}

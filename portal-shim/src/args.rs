@@ -228,3 +228,131 @@ pub(crate) struct RecordArgs {
     #[serde(default)]
     pub(crate) notes: Option<String>,
 }
+
+fn default_true() -> bool {
+    true
+}
+
+/// What a wait or run waits for (shared arguments).
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct Until {
+    /// Text to wait for in the output (escapes stripped); with `regex`, a
+    /// regular expression (`^`/`$` match at line ends).
+    #[serde(default)]
+    pub(crate) pattern: Option<String>,
+    /// `pattern` and `stop` are regular expressions.
+    #[serde(default = "default_false")]
+    pub(crate) regex: bool,
+    /// Look for `pattern` on the rendered screen instead (PTY; for TUIs).
+    #[serde(default = "default_false")]
+    pub(crate) on_screen: bool,
+    /// Patterns that end the wait early as a failure, e.g. ["error:", "Password:"].
+    #[serde(default)]
+    pub(crate) stop: Vec<String>,
+    /// End once no output arrived for this many ms (default 750 when no
+    /// pattern is given). "Stopped printing", not "succeeded".
+    #[serde(default)]
+    pub(crate) settle_ms: Option<u32>,
+    /// End once the rendered screen stayed unchanged for settle_ms (TUIs
+    /// whose spinners keep printing).
+    #[serde(default = "default_false")]
+    pub(crate) screen_stable: bool,
+    /// Give up after this many ms (default 30000). Values above the server's
+    /// ceiling (about 50 s) are lowered; the result says so. Call again with
+    /// the returned cursor to keep waiting.
+    #[serde(default)]
+    pub(crate) timeout_ms: Option<u64>,
+    /// End after this many bytes of output; also bounds the returned output
+    /// (default 131072, newest kept).
+    #[serde(default)]
+    pub(crate) max_bytes: Option<u64>,
+    /// Include the rendered screen in the result.
+    #[serde(default = "default_false")]
+    pub(crate) snapshot: bool,
+}
+
+/// Arguments of `process_wait`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct WaitArgs {
+    /// Process id.
+    pub(crate) id: u64,
+    /// Start from this cursor (from an earlier read or wait); default: now,
+    /// so only output after this call counts.
+    #[serde(default)]
+    pub(crate) cursor: Option<String>,
+    /// Which output to watch.
+    #[serde(default = "default_new_source")]
+    pub(crate) source: NewSource,
+    /// The conditions.
+    #[serde(flatten)]
+    pub(crate) until: Until,
+}
+
+/// Arguments of `process_run`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RunArgs {
+    /// Process id.
+    pub(crate) id: u64,
+    /// The command or statement to type (multi-line text goes as one paste
+    /// when the program supports it).
+    pub(crate) input: String,
+    /// Press Enter after the input.
+    #[serde(default = "default_true")]
+    pub(crate) enter: bool,
+    /// Conditions. Without pattern/settle_ms/screen_stable: a bash started
+    /// by Portal reports exactly when the command finished and its exit
+    /// status; a REPL is done when its prompt comes back; else output settles.
+    #[serde(flatten)]
+    pub(crate) until: Until,
+}
+
+/// One item of `process_send_keys`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(untagged)]
+pub(crate) enum KeyArg {
+    /// A key name: Enter, Tab, Esc, Backspace, Space, Up, Down, Left, Right,
+    /// Home, End, PageUp, PageDown, Insert, Delete, F1..F12, C-a..C-z, M-x.
+    Key(String),
+    /// Literal text to type.
+    Text {
+        /// The text.
+        text: String,
+    },
+}
+
+/// Arguments of `process_send_keys`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct SendKeysArgs {
+    /// Process id.
+    pub(crate) id: u64,
+    /// Keys and text, in order, e.g. ["Esc", {"text": ":wq"}, "Enter"] or ["C-c"].
+    pub(crate) keys: Vec<KeyArg>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wait_arguments_flatten_and_still_refuse_typos() {
+        let a: WaitArgs =
+            serde_json::from_value(serde_json::json!({"id": 1, "pattern": "x", "timeout_ms": 5}))
+                .unwrap();
+        assert_eq!((a.until.pattern.as_deref(), a.until.timeout_ms), (Some("x"), Some(5)));
+        let err = serde_json::from_value::<WaitArgs>(serde_json::json!({"id": 1, "patern": "x"}))
+            .unwrap_err();
+        assert!(err.to_string().contains("patern"), "{err}");
+        let r: RunArgs =
+            serde_json::from_value(serde_json::json!({"id": 1, "input": "ls"})).unwrap();
+        assert!(r.enter);
+        let k: SendKeysArgs = serde_json::from_value(
+            serde_json::json!({"id": 1, "keys": ["Esc", {"text": ":q"}, "Enter"]}),
+        )
+        .unwrap();
+        assert!(matches!(&k.keys[1], KeyArg::Text { text } if text == ":q"));
+    }
+}

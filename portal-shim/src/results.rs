@@ -522,3 +522,143 @@ mod tests {
         assert_eq!(miss.query_text(), "ssh: not in registry — apply decision rules");
     }
 }
+
+/// `process_wait` and `process_run` result.
+#[derive(Debug, Serialize, JsonSchema)]
+pub(crate) struct Waited {
+    /// Process id.
+    pub(crate) id: u64,
+    /// Why the wait ended: matched, stopped, settled, screen_stable, prompt,
+    /// exited, byte_cap or timeout. A timeout is not a failure: call again
+    /// with `cursor`.
+    pub(crate) reason: String,
+    /// The text that matched the pattern or stop pattern.
+    pub(crate) matched: Option<String>,
+    /// New output as text (for process_run: without the echoed input and
+    /// the returning prompt).
+    pub(crate) output: String,
+    /// Bytes of raw output seen.
+    pub(crate) bytes: u64,
+    /// The output was cut to its newest part.
+    pub(crate) truncated: bool,
+    /// Where to continue waiting or reading from.
+    pub(crate) cursor: String,
+    /// Process status.
+    pub(crate) status: String,
+    /// Exit code, if it exited.
+    pub(crate) exit_code: Option<i32>,
+    /// Terminating signal, if one ended it.
+    pub(crate) exit_signal: Option<i32>,
+    /// The command's exit status (process_run in a bash Portal started).
+    pub(crate) command_exit_code: Option<i32>,
+    /// A full-screen program is drawing (use process_screen).
+    pub(crate) alternate_screen: bool,
+    /// The screen, when asked for.
+    pub(crate) screen: Option<Vec<String>>,
+    /// The pattern was already on the screen when the wait began.
+    pub(crate) matched_at_entry: bool,
+    /// The timeout used, in ms.
+    pub(crate) effective_timeout_ms: u64,
+    /// The requested timeout was above the server's ceiling and was lowered.
+    pub(crate) timeout_clamped: bool,
+    /// How long the call waited, in ms.
+    pub(crate) elapsed_ms: u64,
+}
+
+/// The lowercase reason name.
+pub(crate) fn reason_name(r: pb::WaitReason) -> &'static str {
+    match r {
+        pb::WaitReason::Matched => "matched",
+        pb::WaitReason::Stopped => "stopped",
+        pb::WaitReason::Settled => "settled",
+        pb::WaitReason::ScreenStable => "screen_stable",
+        pb::WaitReason::Prompt => "prompt",
+        pb::WaitReason::Exited => "exited",
+        pb::WaitReason::ByteCap => "byte_cap",
+        pb::WaitReason::Timeout => "timeout",
+        pb::WaitReason::Unspecified => "unknown",
+    }
+}
+
+impl Waited {
+    /// From the daemon's answer.
+    pub(crate) fn new(id: u64, r: pb::WaitResponse, snapshot: bool) -> Self {
+        Self {
+            id,
+            reason: reason_name(r.reason()).into(),
+            matched: (!r.matched.is_empty()).then(|| r.matched.clone()),
+            bytes: r.bytes,
+            truncated: r.truncated,
+            cursor: cursor_string(r.next.as_ref()),
+            status: status_name(r.status()).into(),
+            exit_code: r.exit_code,
+            exit_signal: r.exit_signal,
+            command_exit_code: r.command_exit_code,
+            alternate_screen: r.alternate_screen,
+            screen: snapshot.then_some(r.screen),
+            matched_at_entry: r.matched_at_entry,
+            effective_timeout_ms: r.effective_timeout_ms,
+            timeout_clamped: r.timeout_clamped,
+            elapsed_ms: r.elapsed_ms,
+            output: r.output,
+        }
+    }
+
+    /// The text an agent reads: the output, then one status line.
+    pub(crate) fn text(&self) -> String {
+        let mut out = self.output.clone();
+        if !out.is_empty() && !out.ends_with('\n') {
+            out.push('\n');
+        }
+        if self.truncated {
+            out.insert_str(0, "[earlier output cut; process_read pages through it]\n");
+        }
+        if let Some(screen) = &self.screen {
+            out.push_str("--- screen ---\n");
+            for line in screen {
+                out.push_str(line);
+                out.push('\n');
+            }
+        }
+        let mut status = format!("[{}", self.reason);
+        if let Some(m) = &self.matched {
+            let _ = write!(status, " {m:?}");
+        }
+        if let Some(code) = self.command_exit_code {
+            let _ = write!(status, " · command exit {code}");
+        }
+        let _ = write!(status, " · status={}", self.status);
+        match (self.exit_code, self.exit_signal) {
+            (Some(c), _) => {
+                let _ = write!(status, " exit {c}");
+            }
+            (None, Some(s)) => {
+                let _ = write!(status, " signal {s}");
+            }
+            _ => {}
+        }
+        if self.alternate_screen {
+            status.push_str(" · full-screen program: use process_screen");
+        }
+        let _ = write!(status, " · cursor=\"{}\"]", self.cursor);
+        if self.reason == "timeout" {
+            let _ = write!(
+                status,
+                "\n[no condition met within {} ms{}; call process_wait again with this cursor to keep waiting]",
+                self.effective_timeout_ms,
+                if self.timeout_clamped { " (the server's ceiling)" } else { "" }
+            );
+        }
+        out.push_str(&status);
+        out
+    }
+}
+
+/// `process_send_keys` result.
+#[derive(Debug, Serialize, JsonSchema)]
+pub(crate) struct KeysSent {
+    /// Process id.
+    pub(crate) id: u64,
+    /// Bytes written.
+    pub(crate) written: u64,
+}

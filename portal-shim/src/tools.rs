@@ -13,21 +13,22 @@ use rmcp::model::{
     InitializeResult, JsonObject, ListToolsResult, PaginatedRequestParams, ServerCapabilities,
     ServerConfig, Tool, ToolAnnotations,
 };
-use rmcp::service::RequestContext;
+use rmcp::model::{ProgressNotificationParam, ProgressToken};
+use rmcp::service::{Peer, RequestContext};
 use rmcp::{RoleServer, ServerHandler};
 use schemars::JsonSchema;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::args::{
-    IdArgs, NewSource, NoArgs, QueryArgs, ReadArgs, ReadNewArgs, RecordArgs, ScreenArgs,
-    SignalArgs, Source, StartArgs, Unit, WriteArgs,
+    IdArgs, KeyArg, NewSource, NoArgs, QueryArgs, ReadArgs, ReadNewArgs, RecordArgs, RunArgs,
+    ScreenArgs, SendKeysArgs, SignalArgs, Source, StartArgs, Unit, Until, WaitArgs, WriteArgs,
 };
 use crate::errors::error_text;
 use crate::link::{CallError, DaemonLink};
 use crate::results::{
-    self, Done, Inspected, KilledAll, Listed, Output, ProcessInfo, Program, Screen, Signalled,
-    Started, Written,
+    self, Done, Inspected, KeysSent, KilledAll, Listed, Output, ProcessInfo, Program, Screen,
+    Signalled, Started, Waited, Written,
 };
 
 /// Server instructions, kept under 2 KB (checked by a test).
@@ -40,6 +41,10 @@ const DEFAULT_READ_BYTES: u64 = 64 << 10;
 /// Largest page an agent may ask for; beyond it, page with the cursor.
 const MAX_READ_BYTES: u64 = 1 << 20;
 
+/// How often a blocked wait tells the client it is alive (when the client
+/// asked for progress): well inside clients' idle cut-offs.
+const PROGRESS_EVERY: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// The MCP server.
 #[derive(Clone)]
 pub(crate) struct Shim {
@@ -49,6 +54,23 @@ pub(crate) struct Shim {
 }
 
 type ToolResult = Result<CallToolResult, String>;
+
+/// Where to send progress notifications, if the client asked for them.
+type Progress = Option<(Peer<RoleServer>, ProgressToken)>;
+
+fn condition(u: &Until) -> pb::WaitCondition {
+    pb::WaitCondition {
+        needle: u.pattern.clone().unwrap_or_default(),
+        regex: u.regex,
+        on_screen: u.on_screen,
+        stop: u.stop.clone(),
+        settle_ms: u.settle_ms.unwrap_or(0),
+        screen_stable: u.screen_stable,
+        max_bytes: u.max_bytes.unwrap_or(0),
+        timeout_ms: u.timeout_ms.unwrap_or(0),
+        snapshot: u.snapshot,
+    }
+}
 
 fn by_id(id: u64) -> Option<pb::ProcRef> {
     Some(pb::ProcRef { target: Some(pb::proc_ref::Target::Id(id)) })
@@ -178,6 +200,24 @@ pub(crate) fn tool_table() -> Vec<Tool> {
             Kind::ReadOnly,
             "Show what a PTY program's terminal displays now (rows, cursor, and whether the alternate screen of vim/less/htop is in use); use it for TUIs instead of reading raw output. Optional cols/rows resize the terminal first. Works after exit too.",
         ),
+        tool::<WaitArgs, Waited>(
+            "process_wait",
+            "Wait for output, quiet, a screen or the exit",
+            Kind::ReadOnly,
+            "Block until the first of: `pattern` appears (or a `stop` pattern: fast failure), output settles (settle_ms, default 750 when no pattern), the screen stops changing (screen_stable), the process exits, the byte cap, or the timeout (default 30 s, at most about 50 s per call). Starts now unless given a cursor. Returns the reason, the new output and a cursor; a timeout is a result: call again with the cursor. Wait, don't poll.",
+        ),
+        tool::<RunArgs, Waited>(
+            "process_run",
+            "Type a command and wait for its result",
+            Kind::OpenWorld,
+            "Type `input` (then Enter) and wait for the result in one call, with no output missed. In a bash started by Portal it returns exactly when the command finished, with its exit status (command_exit_code); in a REPL (python, psql, gdb) when the prompt comes back, with the statement's output alone; otherwise when output settles. Add pattern/stop/settle_ms to decide yourself. Prefer it over process_write + reads.",
+        ),
+        tool::<SendKeysArgs, KeysSent>(
+            "process_send_keys",
+            "Press keys",
+            Kind::OpenWorld,
+            "Send named keys and text in order: [\"Esc\", {\"text\": \":wq\"}, \"Enter\"], [\"C-c\"], [\"Up\", \"Enter\"]. Names: Enter, Tab, Esc, Backspace, Space, Up, Down, Left, Right, Home, End, PageUp, PageDown, Insert, Delete, F1-F12, C-a..C-z, M-x; arrows follow the program's cursor mode. Multi-line text goes as a paste when the program supports it. Then check with process_screen or process_wait.",
+        ),
         tool::<QueryArgs, Program>(
             "program_query",
             "Does a program need a PTY?",
@@ -237,7 +277,12 @@ impl Shim {
         self.link.call(f).await.map_err(|e: CallError| error_text(&e, id))
     }
 
-    async fn dispatch(&self, name: &str, args: JsonObject) -> Option<ToolResult> {
+    async fn dispatch(
+        &self,
+        name: &str,
+        args: JsonObject,
+        progress: Progress,
+    ) -> Option<ToolResult> {
         macro_rules! run {
             ($method:ident) => {
                 match parse(name, args) {
@@ -259,6 +304,15 @@ impl Shim {
             "process_clear" => run!(clear),
             "process_cleanup" => run!(cleanup),
             "process_screen" => run!(screen),
+            "process_wait" => match parse(name, args) {
+                Ok(a) => self.wait(a, progress).await,
+                Err(e) => Err(e),
+            },
+            "process_run" => match parse(name, args) {
+                Ok(a) => self.run(a, progress).await,
+                Err(e) => Err(e),
+            },
+            "process_send_keys" => run!(send_keys),
             "program_query" => run!(program_query),
             "program_record" => run!(program_record),
             _ => return None,
@@ -485,6 +539,90 @@ impl Shim {
         ok(results::screen_text(&screen), &screen)
     }
 
+    /// Runs a blocking call, telling the client it is alive every
+    /// [`PROGRESS_EVERY`] when it asked for progress.
+    async fn with_progress<T>(progress: &Progress, what: &str, call: impl Future<Output = T>) -> T {
+        let Some((peer, token)) = progress else { return call.await };
+        tokio::pin!(call);
+        let started = tokio::time::Instant::now();
+        let mut tick = tokio::time::interval_at(started + PROGRESS_EVERY, PROGRESS_EVERY);
+        loop {
+            tokio::select! {
+                out = &mut call => return out,
+                _ = tick.tick() => {
+                    let secs = started.elapsed().as_secs_f64();
+                    let note = ProgressNotificationParam::new(token.clone(), secs).with_message(format!("{what}: {secs:.0} s"));
+                    if let Err(e) = peer.notify_progress(note).await {
+                        tracing::debug!(error = %e, "progress notification not sent");
+                    }
+                }
+            }
+        }
+    }
+
+    async fn wait(&self, a: WaitArgs, progress: Progress) -> ToolResult {
+        let streams = match a.source {
+            NewSource::Stdout => vec![pb::Stream::Stdout],
+            NewSource::Stderr => vec![pb::Stream::Stderr],
+            NewSource::Both => vec![pb::Stream::Stdout, pb::Stream::Stderr],
+        };
+        let from = a.cursor.as_deref().map(cursor_arg).transpose()?;
+        let snapshot = a.until.snapshot;
+        let req = pb::WaitRequest {
+            proc: by_id(a.id),
+            streams: streams.into_iter().map(Into::into).collect(),
+            from,
+            until: Some(condition(&a.until)),
+        };
+        let call = self.call(Some(a.id), |mut c| {
+            let req = req.clone();
+            async move { c.wait(req).await }
+        });
+        let r = Self::with_progress(&progress, "waiting", call).await?;
+        let w = Waited::new(a.id, r, snapshot);
+        ok(w.text(), &w)
+    }
+
+    async fn run(&self, a: RunArgs, progress: Progress) -> ToolResult {
+        let snapshot = a.until.snapshot;
+        let req = pb::RunRequest {
+            proc: by_id(a.id),
+            input: a.input,
+            no_enter: !a.enter,
+            until: Some(condition(&a.until)),
+        };
+        let call = self.call(Some(a.id), |mut c| {
+            let req = req.clone();
+            async move { c.run(req).await }
+        });
+        let r = Self::with_progress(&progress, "running", call).await?;
+        let w = Waited::new(a.id, r, snapshot);
+        ok(w.text(), &w)
+    }
+
+    async fn send_keys(&self, a: SendKeysArgs) -> ToolResult {
+        let keys: Vec<pb::KeyInput> = a
+            .keys
+            .into_iter()
+            .map(|k| pb::KeyInput {
+                input: Some(match k {
+                    KeyArg::Key(name) => pb::key_input::Input::Key(name),
+                    KeyArg::Text { text } => pb::key_input::Input::Text(text),
+                }),
+            })
+            .collect();
+        let r = self
+            .call(Some(a.id), |mut c| {
+                let req = pb::SendKeysRequest { proc: by_id(a.id), keys: keys.clone() };
+                async move { c.send_keys(req).await }
+            })
+            .await?;
+        ok(
+            format!("Sent {} bytes of keys to process {}.", r.written, a.id),
+            &KeysSent { id: a.id, written: r.written },
+        )
+    }
+
     async fn program_query(&self, a: QueryArgs) -> ToolResult {
         let p = self
             .call(None, |mut c| {
@@ -535,11 +673,21 @@ impl ServerHandler for Shim {
     async fn call_tool(
         &self,
         request: CallToolRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
         let name = request.name.to_string();
         let args = request.arguments.unwrap_or_default();
-        match self.dispatch(&name, args).await {
+        let progress = context.meta.get_progress_token().map(|t| (context.peer.clone(), t));
+        // A cancelled call stops waiting; dropping the daemon call never
+        // touches the process.
+        let outcome = tokio::select! {
+            r = Box::pin(self.dispatch(&name, args, progress)) => r,
+            () = context.ct.cancelled() => {
+                tracing::debug!(tool = %name, "call cancelled by the client");
+                Some(Err("Error: cancelled by the client; the process was not touched.".to_owned()))
+            }
+        };
+        match outcome {
             Some(Ok(result)) => Ok(result.into()),
             Some(Err(text)) => Ok(CallToolResult::error(vec![ContentBlock::text(text)]).into()),
             None => Err(McpError::invalid_params(
@@ -560,9 +708,9 @@ mod tests {
     }
 
     #[test]
-    fn fourteen_tools_with_schemas_and_annotations() {
+    fn every_tool_has_schemas_and_annotations() {
         let tools = tool_table();
-        assert_eq!(tools.len(), 14);
+        assert_eq!(tools.len(), 17);
         for t in &tools {
             assert_eq!(
                 t.input_schema.get("type").and_then(|v| v.as_str()),

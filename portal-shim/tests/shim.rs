@@ -8,13 +8,32 @@ use std::process::Stdio;
 
 use portal_proto::v1 as pb;
 use portal_tests::*;
-use rmcp::model::{CallToolRequestParams, CallToolResult};
-use rmcp::service::RunningService;
-use rmcp::{RoleClient, ServiceExt as _};
+use std::sync::{Arc, Mutex};
+
+use rmcp::model::{CallToolRequestParams, CallToolResult, ProgressNotificationParam};
+use rmcp::service::{NotificationContext, RunningService};
+use rmcp::{ClientHandler, RoleClient, ServiceExt as _};
 use serde_json::{Value, json};
 
+/// An MCP client that records the progress notifications it receives.
+#[derive(Clone, Default)]
+struct Recorder {
+    progress: Arc<Mutex<Vec<ProgressNotificationParam>>>,
+}
+
+impl ClientHandler for Recorder {
+    async fn on_progress(
+        &self,
+        params: ProgressNotificationParam,
+        _: NotificationContext<RoleClient>,
+    ) {
+        self.progress.lock().unwrap().push(params);
+    }
+}
+
 struct Shim {
-    client: RunningService<RoleClient, ()>,
+    client: RunningService<RoleClient, Recorder>,
+    recorder: Recorder,
     child: tokio::process::Child,
 }
 
@@ -45,8 +64,9 @@ async fn spawn_shim(socket: &Path, data_dir: &Path, autostart: bool) -> Shim {
     let mut child = cmd.spawn().unwrap();
     let stdout = child.stdout.take().unwrap();
     let stdin = child.stdin.take().unwrap();
-    let client = bounded("MCP initialize", ().serve((stdout, stdin))).await.unwrap();
-    Shim { client, child }
+    let recorder = Recorder::default();
+    let client = bounded("MCP initialize", recorder.clone().serve((stdout, stdin))).await.unwrap();
+    Shim { client, recorder, child }
 }
 
 impl Shim {
@@ -87,7 +107,7 @@ async fn with_daemon() -> (TestDaemon, Shim) {
 }
 
 #[tokio::test]
-async fn lists_the_fourteen_tools_with_schemas_and_annotations() {
+async fn lists_every_tool_with_schemas_and_annotations() {
     let (d, shim) = with_daemon().await;
     let info = shim.client.peer_info().unwrap();
     let instructions = info.instructions.clone().unwrap();
@@ -106,9 +126,12 @@ async fn lists_the_fourteen_tools_with_schemas_and_annotations() {
             "process_list",
             "process_read",
             "process_read_new",
+            "process_run",
             "process_screen",
+            "process_send_keys",
             "process_signal",
             "process_start",
+            "process_wait",
             "process_write",
             "program_query",
             "program_record"
@@ -138,7 +161,9 @@ async fn lists_the_fourteen_tools_with_schemas_and_annotations() {
     for destructive in ["process_kill", "process_kill_all", "process_clear", "process_cleanup"] {
         assert_eq!(ann(destructive).destructive_hint, Some(true), "{destructive}");
     }
-    for open in ["process_start", "process_write", "process_signal"] {
+    for open in
+        ["process_start", "process_write", "process_signal", "process_run", "process_send_keys"]
+    {
         assert_eq!(ann(open).open_world_hint, Some(true), "{open}");
     }
     d.stop().await;
@@ -397,4 +422,60 @@ async fn two_shims_starting_at_once_share_one_daemon() {
     let (_, s) = a.ok("process_list", json!({})).await;
     assert_eq!(s["processes"].as_array().unwrap().len(), 2);
     shutdown_daemon(&socket).await;
+}
+
+#[tokio::test]
+async fn run_wait_and_send_keys_tools() {
+    let (d, shim) = with_daemon().await;
+    let mut rpc = d.rpc();
+    let (_, s) = shim
+        .ok("process_start", json!({"command": "python3", "args": ["-q", "-i"], "pty": true}))
+        .await;
+    let id = s["process"]["id"].as_u64().unwrap();
+    wait_for_text(&mut rpc, id, pb::Stream::Stdout, ">>> ").await;
+    let (text, s) = shim.ok("process_run", json!({"id": id, "input": "print(6*7)"})).await;
+    assert_eq!((s["reason"].clone(), s["output"].clone()), (json!("prompt"), json!("42\n")));
+    assert!(text.starts_with("42\n[prompt · status=running"), "{text}");
+    let (_, s) = shim.ok("process_start", json!({"command": "cat", "pty": true})).await;
+    let cat = s["process"]["id"].as_u64().unwrap();
+    let (t, _) =
+        shim.ok("process_send_keys", json!({"id": cat, "keys": [{"text": "abc"}, "Enter"]})).await;
+    assert_eq!(t, format!("Sent 4 bytes of keys to process {cat}."));
+    let (_, s) = shim
+        .ok(
+            "process_wait",
+            json!({"id": cat, "cursor": "stdout:0", "pattern": "abc\\s+abc", "regex": true}),
+        )
+        .await;
+    assert_eq!(s["reason"], json!("matched"));
+    let e = shim.err("process_send_keys", json!({"id": cat, "keys": ["Entr"]})).await;
+    assert!(e.contains("unknown key \"Entr\""), "{e}");
+    d.stop().await;
+}
+
+#[tokio::test]
+async fn waits_report_progress_and_cancelling_leaves_the_process_alone() {
+    let (d, shim) = with_daemon().await;
+    let mut rpc = d.rpc();
+    let (_, s) = shim.ok("process_start", json!({"command": "cat"})).await;
+    let id = s["process"]["id"].as_u64().unwrap();
+    let (text, s) =
+        shim.ok("process_wait", json!({"id": id, "pattern": "never", "timeout_ms": 2500})).await;
+    assert_eq!(s["reason"], json!("timeout"));
+    assert!(text.contains("call process_wait again"), "{text}");
+    let seen = shim.recorder.progress.lock().unwrap().len();
+    assert!(seen >= 1, "no progress notification during a 2.5 s wait");
+    // The client gives up on a long wait: the call is cancelled, the process is not.
+    let params = CallToolRequestParams::new("process_wait").with_arguments(
+        json!({"id": id, "pattern": "never", "timeout_ms": 40000}).as_object().unwrap().clone(),
+    );
+    let cancelled =
+        tokio::time::timeout(std::time::Duration::from_millis(200), shim.client.call_tool(params))
+            .await;
+    assert!(cancelled.is_err(), "the wait returned early");
+    let p = rpc.inspect(pb::InspectRequest { proc: by_id(id) }).await.unwrap().into_inner();
+    assert_eq!(p.status(), pb::Status::Running);
+    shim.ok("process_write", json!({"id": id, "content": "still here\n"})).await;
+    wait_for_text(&mut rpc, id, pb::Stream::Stdout, "still here").await;
+    d.stop().await;
 }

@@ -16,9 +16,27 @@
 //! - drops other control characters except tab.
 //!
 //! The raw bytes stay in the log; this is only a view.
+//!
+//! Shell-integration marks (OSC 133 `D;<exit>`, "command finished") are
+//! reported through [`TextRenderer::take_marks`] with their position in the
+//! rendered text, and never appear in it.
 
 /// Most parameters of a CSI kept (the rest are ignored, as terminals do).
 const MAX_CSI_PARAMS: usize = 16;
+
+/// Bytes of an OSC body kept to recognise shell-integration marks; the marks
+/// are short (`133;D;255`), anything longer is not one.
+const OSC_CAPTURE_BYTES: usize = 32;
+
+/// A shell-integration mark seen in the output.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct CommandDone {
+    /// The command's exit status, when the shell reported one.
+    pub(crate) exit_code: Option<i32>,
+    /// Position in the rendered text (bytes of everything returned by
+    /// `flush_line` so far plus the pending text) where the mark was.
+    pub(crate) at: usize,
+}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum State {
@@ -50,6 +68,10 @@ pub(crate) struct TextRenderer {
     line: Vec<char>,
     col: usize,
     out: String,
+    /// Bytes of rendered text already handed out by `flush_line`.
+    flushed: usize,
+    osc: Vec<u8>,
+    marks: Vec<CommandDone>,
 }
 
 impl Default for TextRenderer {
@@ -72,7 +94,25 @@ impl TextRenderer {
             line: Vec::new(),
             col: 0,
             out: String::new(),
+            flushed: 0,
+            osc: Vec::new(),
+            marks: Vec::new(),
         }
+    }
+
+    /// Shell-integration marks seen since the last call.
+    pub(crate) fn take_marks(&mut self) -> Vec<CommandDone> {
+        std::mem::take(&mut self.marks)
+    }
+
+    fn end_osc(&mut self) {
+        let body = std::mem::take(&mut self.osc);
+        let Some(rest) = body.strip_prefix(b"133;D") else { return };
+        let exit_code =
+            rest.strip_prefix(b";").and_then(|c| std::str::from_utf8(c).ok()?.trim().parse().ok());
+        // The mark ends the command's output: what follows is the prompt.
+        self.commit_line(false);
+        self.marks.push(CommandDone { exit_code, at: self.flushed + self.out.len() });
     }
 
     /// Feeds bytes.
@@ -87,6 +127,7 @@ impl TextRenderer {
     /// next push; the partial line is not revisited by later carriage returns.
     pub(crate) fn flush_line(&mut self) -> String {
         self.commit_line(false);
+        self.flushed += self.out.len();
         std::mem::take(&mut self.out)
     }
 
@@ -149,13 +190,29 @@ impl TextRenderer {
             }
             State::Csi => self.csi(c),
             State::Str { bel_ends } => match c {
-                '\u{07}' if bel_ends => self.state = State::Ground,
+                '\u{07}' if bel_ends => {
+                    self.state = State::Ground;
+                    self.end_osc();
+                }
                 '\u{1B}' => self.state = State::StrEsc { bel_ends },
-                '\u{9C}' | '\u{18}' | '\u{1A}' => self.state = State::Ground,
-                _ => {}
+                '\u{9C}' | '\u{18}' | '\u{1A}' => {
+                    self.state = State::Ground;
+                    if bel_ends {
+                        self.end_osc();
+                    }
+                }
+                c => {
+                    if bel_ends && self.osc.len() < OSC_CAPTURE_BYTES {
+                        let mut buf = [0u8; 4];
+                        self.osc.extend_from_slice(c.encode_utf8(&mut buf).as_bytes());
+                    }
+                }
             },
             State::StrEsc { bel_ends } => {
                 self.state = if c == '\u{1B}' { State::StrEsc { bel_ends } } else { State::Ground };
+                if c == '\\' && bel_ends {
+                    self.end_osc();
+                }
                 if c != '\\' && c != '\u{1B}' {
                     // ESC followed by something else: it started a new sequence.
                     self.state = State::Esc;
@@ -176,7 +233,10 @@ impl TextRenderer {
             '\u{90}' | '\u{98}' | '\u{9E}' | '\u{9F}' => {
                 self.state = State::Str { bel_ends: false }
             }
-            '\u{9D}' => self.state = State::Str { bel_ends: true },
+            '\u{9D}' => {
+                self.osc.clear();
+                self.state = State::Str { bel_ends: true };
+            }
             c if c.is_control() => {}
             c => self.put(c),
         }
@@ -185,7 +245,10 @@ impl TextRenderer {
     fn esc(&mut self, c: char) {
         match c {
             '[' => self.enter_csi(),
-            ']' => self.state = State::Str { bel_ends: true },
+            ']' => {
+                self.osc.clear();
+                self.state = State::Str { bel_ends: true };
+            }
             'P' | 'X' | '^' | '_' => self.state = State::Str { bel_ends: false },
             '\u{1B}' => self.state = State::Esc,
             '\u{20}'..='\u{2F}' => self.state = State::EscIntermediate,
@@ -327,6 +390,21 @@ mod tests {
             r.push(&input[split..]);
             assert_eq!(r.finish(), whole, "split at {split}");
         }
+    }
+
+    #[test]
+    fn shell_integration_marks_are_reported_not_shown() {
+        let mut r = TextRenderer::new();
+        r.push(b"ls\r\nfile\r\n\x1b]133;D;2\x07\x1b]133;A\x07$ ");
+        let marks = r.take_marks();
+        assert_eq!(marks, vec![CommandDone { exit_code: Some(2), at: 8 }]);
+        assert_eq!(r.flush_line(), "ls\nfile\n$ ");
+        let mut r = TextRenderer::new();
+        r.push(b"x\x1b]133;D\x1b\\");
+        assert_eq!(r.take_marks(), vec![CommandDone { exit_code: None, at: 1 }]);
+        let mut r = TextRenderer::new();
+        r.push(b"\x1b]0;133;D;1\x07");
+        assert!(r.take_marks().is_empty());
     }
 
     #[test]

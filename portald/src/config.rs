@@ -87,11 +87,18 @@ pub struct Config {
     pub kill_grace: Duration,
     /// Become a child subreaper and reap orphaned descendants.
     pub subreaper: bool,
+    /// Longest a single wait may block: below the ~60 s at which some MCP
+    /// clients cut calls, so a result is never lost; agents re-issue with the
+    /// returned cursor.
+    pub wait_ceiling: Duration,
 }
 
 /// Default process limit: enough for a fleet of agents and their tools, low
 /// enough that a runaway loop of starts is stopped before the machine is.
 pub const DEFAULT_MAX_PROCESSES: usize = 4096;
+
+/// Default wait ceiling (see [`Config::wait_ceiling`]).
+pub const DEFAULT_WAIT_CEILING: Duration = Duration::from_secs(50);
 
 /// Default shutdown grace: long enough for shells and REPLs to exit cleanly.
 pub const DEFAULT_KILL_GRACE: Duration = Duration::from_secs(2);
@@ -106,6 +113,7 @@ impl Config {
             max_processes: DEFAULT_MAX_PROCESSES,
             kill_grace: DEFAULT_KILL_GRACE,
             subreaper: true,
+            wait_ceiling: DEFAULT_WAIT_CEILING,
         }
     }
 

@@ -130,7 +130,13 @@ impl Daemon {
             tracing::warn!(proc = %id, error = %e, "cannot record the pid");
         }
         let parts = ActorParts {
-            facts: ProcFacts { id, spec, pid, started_at_ns },
+            facts: ProcFacts {
+                id,
+                shell_integration: spawn::wants_shell_integration(&spec),
+                spec,
+                pid,
+                started_at_ns,
+            },
             spawned,
             store: self.store.clone(),
             cancel: self.shutdown.child_token(),

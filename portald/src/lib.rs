@@ -32,6 +32,7 @@ mod screen;
 pub mod server;
 mod store;
 mod sys;
+mod waits;
 
 pub use config::Config;
 pub use server::{Listener, StartError, bind, run, serve};

@@ -30,6 +30,7 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 
 use crate::config::MIN_TERM_DIM;
+use crate::proc::spawn::Replier;
 use crate::proc::{ProcId, TermSize};
 
 /// Pending bytes at which the oldest are dropped. vt100 parses 50–90 MB/s,
@@ -69,11 +70,42 @@ pub(crate) struct Snapshot {
 #[derive(Default)]
 struct Callbacks {
     title: String,
+    /// Answers to terminal queries, to be written to the program.
+    replies: Vec<u8>,
 }
+
+/// Primary device attributes: a VT100 with advanced video, the answer most
+/// programs expect and accept.
+const DA1_REPLY: &[u8] = b"\x1b[?1;2c";
+/// Secondary device attributes: terminal type 0, firmware 10, ROM 1.
+const DA2_REPLY: &[u8] = b"\x1b[>0;10;1c";
 
 impl vt100::Callbacks for Callbacks {
     fn set_window_title(&mut self, _: &mut vt100::Screen, title: &[u8]) {
         self.title = String::from_utf8_lossy(title).into_owned();
+    }
+
+    /// vt100 does not answer terminal queries; a headless PTY must, or TUIs
+    /// and agent CLIs wait forever at startup.
+    fn unhandled_csi(
+        &mut self,
+        screen: &mut vt100::Screen,
+        i1: Option<u8>,
+        _i2: Option<u8>,
+        params: &[&[u16]],
+        c: char,
+    ) {
+        let first = params.first().and_then(|p| p.first()).copied().unwrap_or(0);
+        match (c, i1, first) {
+            ('n', None, 6) => {
+                let (row, col) = screen.cursor_position();
+                self.replies.extend_from_slice(format!("\x1b[{};{}R", row + 1, col + 1).as_bytes());
+            }
+            ('n', None, 5) => self.replies.extend_from_slice(b"\x1b[0n"),
+            ('c', None, 0) => self.replies.extend_from_slice(DA1_REPLY),
+            ('c', Some(b'>'), 0) => self.replies.extend_from_slice(DA2_REPLY),
+            _ => {}
+        }
     }
 }
 
@@ -86,6 +118,7 @@ struct Pending {
 
 struct Model {
     parser: vt100::Parser<Callbacks>,
+    replier: Option<Replier>,
     size: TermSize,
     osc: OscGuard,
     spare: Vec<u8>,
@@ -127,12 +160,16 @@ impl Model {
         if catch_unwind(AssertUnwindSafe(|| parser.process(&filtered))).is_err() {
             self.rebuild("process");
         }
+        let replies = std::mem::take(&mut self.parser.callbacks_mut().replies);
+        if let (false, Some(r)) = (replies.is_empty(), &self.replier) {
+            r.send(replies);
+        }
     }
 
     fn rebuild(&mut self, during: &str) {
         tracing::warn!(proc = %self.id, during, "vt100 panicked; rebuilding a blank screen (the log is intact)");
         let title = std::mem::take(&mut self.parser.callbacks_mut().title);
-        self.parser = new_parser(self.size, Callbacks { title });
+        self.parser = new_parser(self.size, Callbacks { title, replies: Vec::new() });
     }
 
     /// Parses everything pending. Must be called with the model lock held.
@@ -198,14 +235,20 @@ impl std::fmt::Debug for ScreenView {
 }
 
 impl Screen {
-    /// Creates the model and starts its thread.
-    pub(crate) fn spawn(id: ProcId, size: TermSize) -> std::io::Result<Self> {
+    /// Creates the model and starts its thread. Terminal queries in the
+    /// output are answered through `replier`.
+    pub(crate) fn spawn(
+        id: ProcId,
+        size: TermSize,
+        replier: Option<Replier>,
+    ) -> std::io::Result<Self> {
         let size = clamp(size);
         let inner = Arc::new(Inner {
             pending: Mutex::new(Pending::default()),
             wake: Condvar::new(),
             model: Mutex::new(Model {
                 parser: new_parser(size, Callbacks::default()),
+                replier,
                 size,
                 osc: OscGuard::default(),
                 spare: Vec::new(),
@@ -392,7 +435,7 @@ mod tests {
     use super::*;
 
     fn screen(rows: u16, cols: u16) -> Screen {
-        Screen::spawn(ProcId(1), TermSize { rows, cols }).unwrap()
+        Screen::spawn(ProcId(1), TermSize { rows, cols }, None).unwrap()
     }
 
     #[test]

@@ -16,6 +16,7 @@ use crate::reads::{FollowFrom, OutRecord, ReadFrom, ReadResult, ReadSpec};
 use crate::registry::ProcTarget;
 use crate::screen::Snapshot;
 use crate::store::{Keep, ProgramRow};
+use crate::waits::{KeyItem, Matcher, WaitOutcome, WaitReason, WaitSpec};
 
 /// A request field that is not acceptable.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -273,6 +274,150 @@ pub(crate) fn follow_from(req: &pb::FollowRequest) -> Result<FollowFrom, Invalid
         (None, true) => Ok(FollowFrom::Start),
         (None, false) => Ok(FollowFrom::End),
     }
+}
+
+/// Default byte cap of a wait: agents.md's 128 KiB, a few screens of logs.
+const DEFAULT_WAIT_BYTES: u64 = 128 << 10;
+
+/// Compiled size limit of a needle: generous for any real pattern, small
+/// enough that a hostile one cannot take the daemon's memory.
+const REGEX_SIZE_LIMIT: usize = 1 << 20;
+
+/// Longest settle window accepted: ten minutes is already a timeout.
+const MAX_SETTLE_MS: u32 = 600_000;
+
+fn matcher(field: &str, pattern: &str, regex: bool) -> Result<Matcher, InvalidRequest> {
+    if pattern.contains('\0') {
+        return Err(invalid(field, "contains a NUL byte"));
+    }
+    if regex {
+        // Multi-line: `^` and `$` match at line boundaries, in output and on
+        // the screen alike.
+        regex::RegexBuilder::new(pattern)
+            .multi_line(true)
+            .size_limit(REGEX_SIZE_LIMIT)
+            .build()
+            .map(Matcher::Regex)
+            .map_err(|e| invalid(field, format!("is not a valid regular expression: {e}")))
+    } else {
+        Ok(Matcher::Literal(pattern.to_owned()))
+    }
+}
+
+/// Validates a wait. Timeouts above `ceiling` are clamped, not refused.
+pub(crate) fn wait_spec(
+    streams: &[i32],
+    from: Option<&pb::Cursor>,
+    until: Option<&pb::WaitCondition>,
+    ceiling: std::time::Duration,
+) -> Result<WaitSpec, InvalidRequest> {
+    let default = pb::WaitCondition::default();
+    let c = until.unwrap_or(&default);
+    let needle =
+        (!c.needle.is_empty()).then(|| matcher("until.needle", &c.needle, c.regex)).transpose()?;
+    if c.on_screen && needle.is_none() {
+        return Err(invalid("until.on_screen", "needs a needle to look for on the screen"));
+    }
+    let stop = c
+        .stop
+        .iter()
+        .enumerate()
+        .filter(|(_, p)| !p.is_empty())
+        .map(|(i, p)| matcher(&format!("until.stop[{i}]"), p, c.regex))
+        .collect::<Result<Vec<_>, _>>()?;
+    if c.settle_ms > MAX_SETTLE_MS {
+        return Err(invalid(
+            "until.settle_ms",
+            format!(
+                "{} is more than {MAX_SETTLE_MS} ms; use timeout_ms for long waits",
+                c.settle_ms
+            ),
+        ));
+    }
+    let mut settle = (c.settle_ms > 0).then(|| Duration::from_millis(u64::from(c.settle_ms)));
+    if c.screen_stable && settle.is_none() {
+        settle = Some(crate::waits::DEFAULT_SETTLE);
+    }
+    let max_bytes = match c.max_bytes {
+        0 => DEFAULT_WAIT_BYTES,
+        n if n > MAX_READ_BYTES => {
+            return Err(invalid("until.max_bytes", format!("{n} is more than {MAX_READ_BYTES}")));
+        }
+        n => n,
+    };
+    let requested = if c.timeout_ms == 0 {
+        crate::waits::DEFAULT_TIMEOUT
+    } else {
+        Duration::from_millis(c.timeout_ms)
+    };
+    let clamped = requested > ceiling;
+    Ok(WaitSpec {
+        streams: self::streams(streams)?,
+        from: from.map(cursor_offsets).transpose()?,
+        needle,
+        on_screen: c.on_screen,
+        stop,
+        settle,
+        screen_stable: c.screen_stable,
+        max_bytes,
+        timeout: requested.min(ceiling),
+        clamped,
+        snapshot: c.snapshot,
+    })
+}
+
+/// A wait outcome on the wire.
+pub(crate) fn wait_pb(o: WaitOutcome) -> pb::WaitResponse {
+    let (status, exit_code, exit_signal, _) = status_pb(o.status);
+    let reason = match o.reason {
+        WaitReason::Matched => pb::WaitReason::Matched,
+        WaitReason::Stopped => pb::WaitReason::Stopped,
+        WaitReason::Settled => pb::WaitReason::Settled,
+        WaitReason::ScreenStable => pb::WaitReason::ScreenStable,
+        WaitReason::Prompt => pb::WaitReason::Prompt,
+        WaitReason::Exited => pb::WaitReason::Exited,
+        WaitReason::ByteCap => pb::WaitReason::ByteCap,
+        WaitReason::Timeout => pb::WaitReason::Timeout,
+    };
+    let (matched, match_stream, match_offset) = match o.matched {
+        Some((m, s, off)) => (m, stream_pb(s), off),
+        None => (String::new(), pb::Stream::Unspecified, 0),
+    };
+    pb::WaitResponse {
+        reason: reason.into(),
+        matched,
+        match_offset,
+        match_stream: match_stream.into(),
+        output: o.output,
+        bytes: o.bytes,
+        truncated: o.truncated,
+        next: Some(cursor_pb(&o.streams, o.next)),
+        effective_timeout_ms: u64::try_from(o.timeout.as_millis()).unwrap_or(u64::MAX),
+        elapsed_ms: u64::try_from(o.elapsed.as_millis()).unwrap_or(u64::MAX),
+        status: status.into(),
+        exit_code,
+        exit_signal,
+        alternate_screen: o.alternate,
+        command_exit_code: o.command_exit,
+        screen: o.screen,
+        matched_at_entry: o.matched_at_entry,
+        timeout_clamped: o.clamped,
+    }
+}
+
+/// Key-send items.
+pub(crate) fn key_items(keys: &[pb::KeyInput]) -> Result<Vec<KeyItem>, InvalidRequest> {
+    if keys.is_empty() {
+        return Err(invalid("keys", "is empty: give text or key names to send"));
+    }
+    keys.iter()
+        .enumerate()
+        .map(|(i, k)| match &k.input {
+            Some(pb::key_input::Input::Text(t)) => Ok(KeyItem::Text(t.clone())),
+            Some(pb::key_input::Input::Key(name)) => Ok(KeyItem::Key(name.clone())),
+            None => Err(invalid(format!("keys[{i}]"), "is empty: set text or key")),
+        })
+        .collect()
 }
 
 /// Whether a follow renders text (unspecified = raw, unlike reads).

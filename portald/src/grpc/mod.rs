@@ -21,6 +21,7 @@ use tonic::{Request, Response, Status};
 use crate::daemon::Daemon;
 use crate::proc::signal;
 use crate::reads::{self, FollowItem};
+use crate::waits;
 
 /// The service, holding the daemon.
 #[derive(Clone)]
@@ -213,6 +214,42 @@ impl Portal for PortalService {
         req: Request<tonic::Streaming<pb::AttachRequest>>,
     ) -> Reply<Self::AttachStream> {
         ok(attach::attach(Arc::clone(&self.daemon), req.into_inner()).await?)
+    }
+
+    async fn wait(&self, req: Request<pb::WaitRequest>) -> Reply<pb::WaitResponse> {
+        let req = req.into_inner();
+        let target = convert::target(req.proc.as_ref())?;
+        let d = &self.daemon;
+        let mut spec = convert::wait_spec(
+            &req.streams,
+            req.from.as_ref(),
+            req.until.as_ref(),
+            d.config.wait_ceiling,
+        )?;
+        if spec.needle.is_none() && spec.settle.is_none() {
+            spec.settle = Some(waits::DEFAULT_SETTLE);
+        }
+        let handle = d.get(&target)?;
+        let cx = waits::WaitContext { store: &d.store, cancel: &d.shutdown, tracker: &d.tracker };
+        ok(convert::wait_pb(waits::wait(&handle, &cx, spec).await?))
+    }
+
+    async fn run(&self, req: Request<pb::RunRequest>) -> Reply<pb::WaitResponse> {
+        let req = req.into_inner();
+        let target = convert::target(req.proc.as_ref())?;
+        let d = &self.daemon;
+        let spec = convert::wait_spec(&[], None, req.until.as_ref(), d.config.wait_ceiling)?;
+        let handle = d.get(&target)?;
+        let cx = waits::WaitContext { store: &d.store, cancel: &d.shutdown, tracker: &d.tracker };
+        ok(convert::wait_pb(waits::run(&handle, &cx, spec, &req.input, !req.no_enter).await?))
+    }
+
+    async fn send_keys(&self, req: Request<pb::SendKeysRequest>) -> Reply<pb::SendKeysResponse> {
+        let req = req.into_inner();
+        let target = convert::target(req.proc.as_ref())?;
+        let items = convert::key_items(&req.keys)?;
+        let handle = self.daemon.get(&target)?;
+        ok(pb::SendKeysResponse { written: waits::send_keys(&handle, &items).await? })
     }
 
     async fn program_query(&self, req: Request<pb::ProgramQueryRequest>) -> Reply<pb::Program> {

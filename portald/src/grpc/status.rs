@@ -16,7 +16,7 @@ pub(crate) fn code(err: &ProcError) -> Code {
     match err {
         ProcError::NotFound(_) | ProcError::NameNotFound(_) => Code::NotFound,
         ProcError::NameTaken(_) => Code::AlreadyExists,
-        ProcError::Spawn { .. } => Code::InvalidArgument,
+        ProcError::Spawn { .. } | ProcError::BadKey(_) => Code::InvalidArgument,
         ProcError::NotRunning { .. }
         | ProcError::StillRunning(_)
         | ProcError::NotPty(_)
@@ -79,6 +79,10 @@ mod tests {
                 Code::OutOfRange,
             ),
             (ProcError::ShuttingDown, Code::Unavailable),
+            (
+                ProcError::BadKey(crate::proc::keys::UnknownKey("Entr".into())),
+                Code::InvalidArgument,
+            ),
             (ProcError::Gone(ProcId(1)), Code::Internal),
             (ProcError::Io { id: ProcId(1), op: "x", source: io() }, Code::Internal),
             (ProcError::Store(StoreError::Closed), Code::Internal),

@@ -87,14 +87,14 @@ pub(crate) fn start(parts: ActorParts, tracker: &TaskTracker) -> Result<ProcHand
         Stdio::Pty(size) => Some(size),
         Stdio::Pipes => None,
     };
-    let screen = match size {
-        Some(size) => Some(Arc::new(Screen::spawn(id, size).map_err(|source| ProcError::Io {
-            id,
-            op: "start screen thread",
-            source,
-        })?)),
-        None => None,
-    };
+    let screen =
+        match size {
+            Some(size) => Some(Arc::new(
+                Screen::spawn(id, size, spawned.input.replier())
+                    .map_err(|source| ProcError::Io { id, op: "start screen thread", source })?,
+            )),
+            None => None,
+        };
     let shared = Arc::new(Shared::default());
     shared.touch();
     let (state_tx, state_rx) = watch::channel(Published { status: ProcStatus::Running, size });

@@ -7,6 +7,7 @@
 //! - [`signal`]: signal names and numbers.
 
 pub(crate) mod actor;
+pub(crate) mod keys;
 pub(crate) mod signal;
 pub(crate) mod spawn;
 
@@ -211,6 +212,9 @@ pub(crate) enum ProcError {
         /// The limit.
         limit: usize,
     },
+    /// A key name outside the grammar.
+    #[error(transparent)]
+    BadKey(#[from] keys::UnknownKey),
     /// A read cursor beyond what the stream has produced.
     #[error(
         "offset {offset} of {stream} of process {id} is past its end ({end}); continue from the cursor a read returned"
@@ -337,6 +341,8 @@ pub(crate) struct ProcFacts {
     pub(crate) pid: u32,
     /// Wall-clock start, ns.
     pub(crate) started_at_ns: i64,
+    /// Portal injected shell integration (OSC 133 marks) into this shell.
+    pub(crate) shell_integration: bool,
 }
 
 /// The state the actor publishes on every change.

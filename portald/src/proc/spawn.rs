@@ -97,7 +97,32 @@ pub(crate) struct InputWriter {
     pending: Arc<AtomicUsize>,
 }
 
+/// Writes terminal replies (cursor position, device attributes) to the
+/// program's input, in order with other input, without logging them: they
+/// are terminal protocol, not something anyone typed.
+#[derive(Clone, Debug)]
+pub(crate) struct Replier {
+    tx: std::sync::mpsc::Sender<InputMsg>,
+    pending: Arc<AtomicUsize>,
+}
+
+impl Replier {
+    /// Queues a reply; a program that stopped reading just never gets it.
+    pub(crate) fn send(&self, data: Vec<u8>) {
+        let len = data.len();
+        self.pending.fetch_add(len, Ordering::AcqRel);
+        if self.tx.send(InputMsg::Data(Bytes::from(data))).is_err() {
+            self.pending.fetch_sub(len, Ordering::AcqRel);
+        }
+    }
+}
+
 impl InputWriter {
+    /// A handle for terminal replies, while input is open.
+    pub(crate) fn replier(&self) -> Option<Replier> {
+        self.tx.as_ref().map(|tx| Replier { tx: tx.clone(), pending: Arc::clone(&self.pending) })
+    }
+
     /// Bytes accepted but not yet written to the program.
     pub(crate) fn pending(&self) -> usize {
         self.pending.load(Ordering::Acquire)
@@ -163,9 +188,23 @@ pub(crate) fn resolve_program(
     Err(fail(format!("not found on PATH ({path_var})")))
 }
 
+/// What a bash on a PTY runs before each prompt: report the last command's
+/// exit status as an OSC 133 `D` mark, which Portal parses and never shows.
+const BASH_PROMPT_COMMAND: &str = r#"printf '\033]133;D;%s\007' "$?""#;
+
+/// Whether Portal adds shell integration to this program: bash on a PTY,
+/// unless the caller set `PROMPT_COMMAND` itself.
+pub(crate) fn wants_shell_integration(spec: &ProcSpec) -> bool {
+    let base = spec.command.rsplit('/').next().unwrap_or(&spec.command);
+    matches!(spec.stdio, Stdio::Pty(_))
+        && base == "bash"
+        && !spec.env.contains_key("PROMPT_COMMAND")
+}
+
 /// Builds the child's environment: the daemon's, then the caller's overrides,
 /// then `TERM=xterm-256color` for PTYs unless the caller set `TERM`, then
-/// Portal's own variables (which a caller cannot override).
+/// shell integration for bash, then Portal's own variables (which a caller
+/// cannot override).
 pub(crate) fn child_env(
     spec: &ProcSpec,
     id: ProcId,
@@ -177,6 +216,9 @@ pub(crate) fn child_env(
     }
     if matches!(spec.stdio, Stdio::Pty(_)) && !spec.env.contains_key("TERM") {
         env.insert("TERM".into(), "xterm-256color".into());
+    }
+    if wants_shell_integration(spec) {
+        env.insert("PROMPT_COMMAND".into(), BASH_PROMPT_COMMAND.into());
     }
     env.insert("PORTAL_SOCKET".into(), socket.as_os_str().to_owned());
     env.insert("PORTAL_SESSION_ID".into(), id.0.to_string().into());

@@ -11,3 +11,4 @@ mod reads;
 mod registry;
 mod screen;
 mod tidy;
+mod waits;

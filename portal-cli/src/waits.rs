@@ -1,0 +1,217 @@
+//! `wait`, `run` and `send-keys`: the daemon's waits from a terminal or a
+//! script. Exit 0 when the condition was reached, 1 when it was not (a
+//! timeout, a stop pattern, the process ending first, or a command that
+//! failed).
+
+use std::time::Duration;
+
+use clap::Args;
+use portal_proto::client::Client;
+use portal_proto::v1 as pb;
+use serde_json::json;
+
+use crate::fmt::{self, print_json};
+use crate::{Failure, JsonFlag, Outcome, proc_ref};
+
+/// Conditions shared by `wait` and `run`.
+#[derive(Debug, Args)]
+pub(crate) struct UntilArgs {
+    /// Wait for this text in the output (escapes stripped).
+    #[arg(long = "match", value_name = "TEXT")]
+    needle: Option<String>,
+    /// --match and --stop are regular expressions.
+    #[arg(long)]
+    regex: bool,
+    /// Look for --match on the rendered screen instead of the output.
+    #[arg(long)]
+    on_screen: bool,
+    /// End early, unsuccessfully, when this appears (repeatable).
+    #[arg(long, value_name = "TEXT")]
+    stop: Vec<String>,
+    /// End once no output arrived for this long (e.g. 750ms).
+    #[arg(long, value_parser = fmt::parse_duration)]
+    settle: Option<Duration>,
+    /// End once the screen stopped changing for --settle (default 750ms).
+    #[arg(long)]
+    screen_stable: bool,
+    /// Give up after this long [default: 30s; the daemon caps one call at about 50s].
+    #[arg(long, value_parser = fmt::parse_duration)]
+    timeout: Option<Duration>,
+    /// Stop after this many bytes of output.
+    #[arg(long)]
+    max_bytes: Option<u64>,
+    /// Also print the rendered screen.
+    #[arg(long)]
+    snapshot: bool,
+}
+
+impl UntilArgs {
+    fn condition(&self) -> pb::WaitCondition {
+        let ms = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+        pb::WaitCondition {
+            needle: self.needle.clone().unwrap_or_default(),
+            regex: self.regex,
+            on_screen: self.on_screen,
+            stop: self.stop.clone(),
+            settle_ms: self.settle.map_or(0, |d| u32::try_from(d.as_millis()).unwrap_or(u32::MAX)),
+            screen_stable: self.screen_stable,
+            max_bytes: self.max_bytes.unwrap_or(0),
+            timeout_ms: self.timeout.map_or(0, ms),
+            snapshot: self.snapshot,
+        }
+    }
+}
+
+/// Arguments of `wait`.
+#[derive(Debug, Args)]
+pub(crate) struct WaitArgs {
+    /// Process id or name.
+    proc: String,
+    /// Count output from the start of its history, not only from now.
+    #[arg(long)]
+    from_start: bool,
+    #[command(flatten)]
+    until: UntilArgs,
+    #[command(flatten)]
+    out: JsonFlag,
+}
+
+/// Arguments of `run`.
+#[derive(Debug, Args)]
+pub(crate) struct RunArgs {
+    /// Process id or name.
+    proc: String,
+    /// Do not press Enter after the input.
+    #[arg(long)]
+    no_enter: bool,
+    #[command(flatten)]
+    until: UntilArgs,
+    #[command(flatten)]
+    out: JsonFlag,
+    /// What to type (joined with spaces), after `--`.
+    #[arg(required = true, last = true, value_name = "INPUT")]
+    input: Vec<String>,
+}
+
+fn reason_name(r: pb::WaitReason) -> &'static str {
+    match r {
+        pb::WaitReason::Matched => "matched",
+        pb::WaitReason::Stopped => "stopped",
+        pb::WaitReason::Settled => "settled",
+        pb::WaitReason::ScreenStable => "screen_stable",
+        pb::WaitReason::Prompt => "prompt",
+        pb::WaitReason::Exited => "exited",
+        pb::WaitReason::ByteCap => "byte_cap",
+        pb::WaitReason::Timeout => "timeout",
+        pb::WaitReason::Unspecified => "unknown",
+    }
+}
+
+/// Whether the outcome is what was asked for.
+fn reached(r: &pb::WaitResponse, wanted_match: bool) -> bool {
+    let ok = match r.reason() {
+        pb::WaitReason::Matched
+        | pb::WaitReason::Settled
+        | pb::WaitReason::ScreenStable
+        | pb::WaitReason::Prompt => true,
+        pb::WaitReason::Exited => !wanted_match,
+        _ => false,
+    };
+    ok && r.command_exit_code.is_none_or(|c| c == 0)
+}
+
+fn report(r: &pb::WaitResponse, out: JsonFlag, wanted_match: bool) -> Outcome {
+    if out.json {
+        print_json(&json!({
+            "reason": reason_name(r.reason()),
+            "matched": (!r.matched.is_empty()).then_some(&r.matched),
+            "output": r.output,
+            "bytes": r.bytes,
+            "truncated": r.truncated,
+            "next": r.next.as_ref().map(|c| c.offsets.iter().map(|o| json!({"stream": o.stream, "offset": o.offset})).collect::<Vec<_>>()),
+            "status": fmt::status_name(r.status()),
+            "exit_code": r.exit_code,
+            "exit_signal": r.exit_signal,
+            "command_exit_code": r.command_exit_code,
+            "alternate_screen": r.alternate_screen,
+            "screen": r.screen,
+            "effective_timeout_ms": r.effective_timeout_ms,
+            "timeout_clamped": r.timeout_clamped,
+            "elapsed_ms": r.elapsed_ms,
+        }));
+    } else {
+        print!("{}", r.output);
+        if !r.screen.is_empty() {
+            println!("── screen ──");
+            for line in &r.screen {
+                println!("{line}");
+            }
+        }
+        let mut line = format!("[{}", reason_name(r.reason()));
+        if !r.matched.is_empty() {
+            line.push_str(&format!(" {:?}", r.matched));
+        }
+        if let Some(c) = r.command_exit_code {
+            line.push_str(&format!(", command exit {c}"));
+        }
+        line.push_str(&format!(" after {}]", fmt::short_duration(r.elapsed_ms)));
+        if r.timeout_clamped {
+            line.push_str(&format!(
+                " (timeout lowered to {})",
+                fmt::short_duration(r.effective_timeout_ms)
+            ));
+        }
+        eprintln!("{line}");
+    }
+    if reached(r, wanted_match) { Ok(()) } else { Err(Failure::Silent) }
+}
+
+/// `wait`.
+pub(crate) async fn wait(client: &Client, a: WaitArgs) -> Outcome {
+    let from = a.from_start.then(|| pb::Cursor {
+        offsets: [pb::Stream::Stdout, pb::Stream::Stderr]
+            .iter()
+            .map(|s| pb::StreamOffset { stream: (*s).into(), offset: 0 })
+            .collect(),
+    });
+    let req = pb::WaitRequest {
+        proc: proc_ref(&a.proc),
+        streams: vec![],
+        from,
+        until: Some(a.until.condition()),
+    };
+    let r = client.rpc().wait(req).await?.into_inner();
+    report(&r, a.out, a.until.needle.is_some())
+}
+
+/// `run`.
+pub(crate) async fn run(client: &Client, a: RunArgs) -> Outcome {
+    let req = pb::RunRequest {
+        proc: proc_ref(&a.proc),
+        input: a.input.join(" "),
+        no_enter: a.no_enter,
+        until: Some(a.until.condition()),
+    };
+    let r = client.rpc().run(req).await?.into_inner();
+    report(&r, a.out, a.until.needle.is_some())
+}
+
+/// `send-keys`: key names, and `text:...` for literal text.
+pub(crate) async fn send_keys(client: &Client, proc: &str, keys: Vec<String>) -> Outcome {
+    let keys = keys
+        .into_iter()
+        .map(|k| pb::KeyInput {
+            input: Some(match k.strip_prefix("text:") {
+                Some(text) => pb::key_input::Input::Text(text.to_owned()),
+                None => pb::key_input::Input::Key(k),
+            }),
+        })
+        .collect();
+    let r = client
+        .rpc()
+        .send_keys(pb::SendKeysRequest { proc: proc_ref(proc), keys })
+        .await?
+        .into_inner();
+    eprintln!("sent {} bytes", r.written);
+    Ok(())
+}

@@ -1,0 +1,164 @@
+//! Key names → the bytes a terminal sends for them.
+//!
+//! Grammar (case-insensitive names, exact modifiers):
+//! - named keys: `Enter` (`Return`), `Tab`, `Esc` (`Escape`), `Backspace`
+//!   (`BSpace`), `Space`, `Up`, `Down`, `Left`, `Right`, `Home`, `End`,
+//!   `PageUp` (`PgUp`, `PPage`), `PageDown` (`PgDn`, `NPage`), `Insert`
+//!   (`IC`), `Delete` (`Del`, `DC`), `F1`–`F12`, `BTab` (shift-tab);
+//! - `C-x`: Control with a letter or one of `@ [ \ ] ^ _ ?` (`C-c` is 0x03,
+//!   `C-?` is DEL);
+//! - `M-x`: Meta (ESC prefix) with any single character or named key
+//!   (`M-x`, `M-Enter`, `M-C-a`).
+//!
+//! Cursor keys and Home/End follow the screen's application-cursor mode
+//! (`ESC O A` instead of `ESC [ A`), as a real terminal does.
+
+/// A key name that is not in the grammar.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "unknown key {0:?}: use names like Enter, Tab, Esc, Backspace, Up, PageDown, F5, C-c or M-x (send text as text)"
+)]
+pub(crate) struct UnknownKey(pub(crate) String);
+
+/// Whether cursor keys use application mode.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum CursorMode {
+    /// `ESC [ A` (normal).
+    Normal,
+    /// `ESC O A` (set by `ESC[?1h`, used by vim, less, readline in some modes).
+    Application,
+}
+
+fn cursor(mode: CursorMode, final_byte: u8) -> Vec<u8> {
+    match mode {
+        CursorMode::Normal => vec![0x1b, b'[', final_byte],
+        CursorMode::Application => vec![0x1b, b'O', final_byte],
+    }
+}
+
+fn named(name: &str, mode: CursorMode) -> Option<Vec<u8>> {
+    let lower = name.to_ascii_lowercase();
+    let bytes: Vec<u8> = match lower.as_str() {
+        "enter" | "return" | "cr" => b"\r".to_vec(),
+        "tab" => b"\t".to_vec(),
+        "btab" | "s-tab" => b"\x1b[Z".to_vec(),
+        "esc" | "escape" => b"\x1b".to_vec(),
+        "backspace" | "bspace" | "bs" => b"\x7f".to_vec(),
+        "space" => b" ".to_vec(),
+        "up" => cursor(mode, b'A'),
+        "down" => cursor(mode, b'B'),
+        "right" => cursor(mode, b'C'),
+        "left" => cursor(mode, b'D'),
+        "home" => cursor(mode, b'H'),
+        "end" => cursor(mode, b'F'),
+        "pageup" | "pgup" | "ppage" => b"\x1b[5~".to_vec(),
+        "pagedown" | "pgdn" | "npage" => b"\x1b[6~".to_vec(),
+        "insert" | "ic" => b"\x1b[2~".to_vec(),
+        "delete" | "del" | "dc" => b"\x1b[3~".to_vec(),
+        "f1" => b"\x1bOP".to_vec(),
+        "f2" => b"\x1bOQ".to_vec(),
+        "f3" => b"\x1bOR".to_vec(),
+        "f4" => b"\x1bOS".to_vec(),
+        "f5" => b"\x1b[15~".to_vec(),
+        "f6" => b"\x1b[17~".to_vec(),
+        "f7" => b"\x1b[18~".to_vec(),
+        "f8" => b"\x1b[19~".to_vec(),
+        "f9" => b"\x1b[20~".to_vec(),
+        "f10" => b"\x1b[21~".to_vec(),
+        "f11" => b"\x1b[23~".to_vec(),
+        "f12" => b"\x1b[24~".to_vec(),
+        _ => return None,
+    };
+    Some(bytes)
+}
+
+fn control(c: char) -> Option<u8> {
+    match c {
+        'a'..='z' | 'A'..='Z' => u8::try_from(c.to_ascii_lowercase()).ok().map(|b| b - b'a' + 1),
+        '@' | ' ' => Some(0),
+        '[' => Some(0x1b),
+        '\\' => Some(0x1c),
+        ']' => Some(0x1d),
+        '^' => Some(0x1e),
+        '_' => Some(0x1f),
+        '?' => Some(0x7f),
+        _ => None,
+    }
+}
+
+/// The bytes for one key name.
+pub(crate) fn parse(name: &str, mode: CursorMode) -> Result<Vec<u8>, UnknownKey> {
+    let unknown = || UnknownKey(name.to_owned());
+    if let Some(rest) = name.strip_prefix("M-") {
+        if rest.is_empty() {
+            return Err(unknown());
+        }
+        let mut inner = parse(rest, mode).or_else(|_| {
+            let mut chars = rest.chars();
+            match (chars.next(), chars.next()) {
+                (Some(c), None) => Ok(c.to_string().into_bytes()),
+                _ => Err(unknown()),
+            }
+        })?;
+        inner.insert(0, 0x1b);
+        return Ok(inner);
+    }
+    if let Some(rest) = name.strip_prefix("C-") {
+        let mut chars = rest.chars();
+        return match (chars.next(), chars.next()) {
+            (Some(c), None) => control(c).map(|b| vec![b]).ok_or_else(unknown),
+            _ => Err(unknown()),
+        };
+    }
+    named(name, mode).ok_or_else(unknown)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn key_table_in_both_cursor_modes() {
+        let n = CursorMode::Normal;
+        let a = CursorMode::Application;
+        let cases: &[(&str, &[u8], &[u8])] = &[
+            ("Enter", b"\r", b"\r"),
+            ("enter", b"\r", b"\r"),
+            ("Tab", b"\t", b"\t"),
+            ("Esc", b"\x1b", b"\x1b"),
+            ("Backspace", b"\x7f", b"\x7f"),
+            ("Up", b"\x1b[A", b"\x1bOA"),
+            ("Down", b"\x1b[B", b"\x1bOB"),
+            ("Right", b"\x1b[C", b"\x1bOC"),
+            ("Left", b"\x1b[D", b"\x1bOD"),
+            ("Home", b"\x1b[H", b"\x1bOH"),
+            ("End", b"\x1b[F", b"\x1bOF"),
+            ("PageUp", b"\x1b[5~", b"\x1b[5~"),
+            ("PageDown", b"\x1b[6~", b"\x1b[6~"),
+            ("Delete", b"\x1b[3~", b"\x1b[3~"),
+            ("F1", b"\x1bOP", b"\x1bOP"),
+            ("F5", b"\x1b[15~", b"\x1b[15~"),
+            ("F12", b"\x1b[24~", b"\x1b[24~"),
+            ("C-a", b"\x01", b"\x01"),
+            ("C-c", b"\x03", b"\x03"),
+            ("C-z", b"\x1a", b"\x1a"),
+            ("C-[", b"\x1b", b"\x1b"),
+            ("C-?", b"\x7f", b"\x7f"),
+            ("M-x", b"\x1bx", b"\x1bx"),
+            ("M-Enter", b"\x1b\r", b"\x1b\r"),
+            ("M-C-a", b"\x1b\x01", b"\x1b\x01"),
+            ("M-Up", b"\x1b\x1b[A", b"\x1b\x1bOA"),
+        ];
+        for (name, normal, app) in cases {
+            assert_eq!(parse(name, n).as_deref(), Ok(*normal), "{name} normal");
+            assert_eq!(parse(name, a).as_deref(), Ok(*app), "{name} application");
+        }
+    }
+
+    #[test]
+    fn unknown_names_are_rejected() {
+        for bad in ["", "Entr", "C-", "C-ab", "C-1", "M-", "M-xy", "F13", "ctrl-c", "x"] {
+            assert!(parse(bad, CursorMode::Normal).is_err(), "{bad:?}");
+        }
+    }
+}

@@ -1,0 +1,586 @@
+//! Server-side waits, expect-style runs and key sends: agents stop polling.
+//!
+//! A wait follows a process from a cursor (default: now) through a follow
+//! stream (history first, then live, each byte once) and renders the output
+//! as text while it watches for the first of: a needle (literal or regex; in
+//! the output, or on the rendered screen), a stop pattern, output settling
+//! (no bytes for `settle`), the screen staying unchanged for `settle`, the
+//! shell's "command finished" mark or the prompt coming back (runs), the
+//! process ending, the byte cap, or the timeout. Every outcome is data.
+//!
+//! Cancel safety: dropping a wait only drops its follow stream; the process
+//! is never touched.
+//!
+//! Matching is incremental: each new piece of text is searched together with
+//! the end of what came before it (the needle's length for literals,
+//! [`REGEX_LOOKBACK`] bytes for regular expressions), so a match split across
+//! chunks is found without rescanning everything.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::ansi::TextRenderer;
+use crate::proc::keys::{self, CursorMode};
+use crate::proc::{ProcError, ProcHandle, ProcStatus, Stdio, StreamId};
+use crate::reads::{self, FollowFrom, FollowItem};
+use crate::store::Store;
+
+/// How far back a regular expression may reach into text it already saw
+/// when new text arrives.
+pub(crate) const REGEX_LOOKBACK: usize = 4096;
+
+/// Settle window when a wait names no condition at all: long enough for a
+/// program between two bursts of output, short enough for an agent.
+pub(crate) const DEFAULT_SETTLE: Duration = Duration::from_millis(750);
+
+/// Timeout when none is given.
+pub(crate) const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// How often the screen is re-rendered for screen conditions.
+const SCREEN_POLL: Duration = Duration::from_millis(25);
+
+/// Quiet time after the prompt reappears before a run counts as complete
+/// (the prompt text can also occur inside output that keeps coming).
+const PROMPT_QUIET: Duration = Duration::from_millis(30);
+
+/// Longest prompt recognised for runs.
+const MAX_PROMPT_CHARS: usize = 64;
+
+/// A needle.
+#[derive(Clone, Debug)]
+pub(crate) enum Matcher {
+    /// Literal text.
+    Literal(String),
+    /// A regular expression.
+    Regex(regex::Regex),
+}
+
+impl Matcher {
+    fn lookback(&self) -> usize {
+        match self {
+            Self::Literal(s) => s.len(),
+            Self::Regex(_) => REGEX_LOOKBACK,
+        }
+    }
+
+    /// The first match at or after `from` (a byte index, moved back to a
+    /// character boundary).
+    fn find(&self, hay: &str, from: usize) -> Option<String> {
+        let mut from = from.min(hay.len());
+        while !hay.is_char_boundary(from) {
+            from -= 1;
+        }
+        match self {
+            Self::Literal(s) => hay[from..].find(s.as_str()).map(|_| s.clone()),
+            Self::Regex(re) => re.find(&hay[from..]).map(|m| m.as_str().to_owned()),
+        }
+    }
+}
+
+/// What to wait for.
+#[derive(Clone, Debug)]
+pub(crate) struct WaitSpec {
+    /// Output streams watched.
+    pub(crate) streams: Vec<StreamId>,
+    /// Start offsets; `None` = now.
+    pub(crate) from: Option<[Option<u64>; 3]>,
+    /// The needle.
+    pub(crate) needle: Option<Matcher>,
+    /// Match the needle on the rendered screen.
+    pub(crate) on_screen: bool,
+    /// Stop patterns.
+    pub(crate) stop: Vec<Matcher>,
+    /// Settle window.
+    pub(crate) settle: Option<Duration>,
+    /// Settle on the screen instead of bytes.
+    pub(crate) screen_stable: bool,
+    /// Byte cap (and output bound).
+    pub(crate) max_bytes: u64,
+    /// Effective timeout.
+    pub(crate) timeout: Duration,
+    /// The requested timeout was lowered to the ceiling.
+    pub(crate) clamped: bool,
+    /// Include the screen in the outcome.
+    pub(crate) snapshot: bool,
+}
+
+/// Why a wait ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum WaitReason {
+    /// The needle appeared.
+    Matched,
+    /// A stop pattern appeared.
+    Stopped,
+    /// No output for the settle window.
+    Settled,
+    /// The screen did not change for the settle window.
+    ScreenStable,
+    /// The prompt came back (runs).
+    Prompt,
+    /// The process ended.
+    Exited,
+    /// The byte cap was reached.
+    ByteCap,
+    /// The timeout passed.
+    Timeout,
+}
+
+/// How a run recognises that its command finished.
+#[derive(Clone, Debug)]
+pub(crate) enum Completion {
+    /// Only the conditions in the spec.
+    Conditions,
+    /// The shell's OSC 133 "command finished" mark (bash started by Portal).
+    ShellMark,
+    /// This prompt reappearing at the end of the output.
+    Prompt(String),
+}
+
+/// A match: its text, its stream, and the offset after the chunk it
+/// completed in.
+pub(crate) type Match = (String, StreamId, u64);
+
+/// The outcome of a wait.
+#[derive(Clone, Debug)]
+pub(crate) struct WaitOutcome {
+    /// Why it ended.
+    pub(crate) reason: WaitReason,
+    /// The matched text, its stream and the offset after its chunk.
+    pub(crate) matched: Option<Match>,
+    /// Output text, tail kept.
+    pub(crate) output: String,
+    /// Raw bytes seen.
+    pub(crate) bytes: u64,
+    /// Output was cut to its tail.
+    pub(crate) truncated: bool,
+    /// Where to continue.
+    pub(crate) next: [u64; 3],
+    /// Streams watched (for the cursor).
+    pub(crate) streams: Vec<StreamId>,
+    /// Timeout used.
+    pub(crate) timeout: Duration,
+    /// The timeout was clamped.
+    pub(crate) clamped: bool,
+    /// Time waited.
+    pub(crate) elapsed: Duration,
+    /// Status at the end.
+    pub(crate) status: ProcStatus,
+    /// Alternate screen in use (PTY).
+    pub(crate) alternate: bool,
+    /// The command's exit status from shell integration.
+    pub(crate) command_exit: Option<i32>,
+    /// The screen, when asked for.
+    pub(crate) screen: Vec<String>,
+    /// The needle was on the screen when the wait began.
+    pub(crate) matched_at_entry: bool,
+}
+
+/// Mutable state of one wait.
+struct Watch {
+    renderers: [Option<TextRenderer>; 3],
+    hay: String,
+    /// Bytes of `hay` dropped from its front to stay within the bound.
+    dropped: usize,
+    bytes: u64,
+    pos: [u64; 3],
+}
+
+impl Watch {
+    fn feed(&mut self, stream: StreamId, data: &Bytes) -> (usize, Vec<crate::ansi::CommandDone>) {
+        let r = self.renderers[stream.index()].get_or_insert_with(TextRenderer::new);
+        r.push(data);
+        let text = r.flush_line();
+        let marks = r.take_marks();
+        let before = self.dropped + self.hay.len();
+        self.hay.push_str(&text);
+        self.bytes += data.len() as u64;
+        (before, marks)
+    }
+
+    /// Keeps the text within `bound` bytes (its tail), on a char boundary.
+    fn bound(&mut self, bound: usize) {
+        if self.hay.len() > bound.saturating_mul(2) {
+            let mut cut = self.hay.len() - bound;
+            while !self.hay.is_char_boundary(cut) {
+                cut += 1;
+            }
+            self.hay.drain(..cut);
+            self.dropped += cut;
+        }
+    }
+
+    fn local(&self, absolute: usize) -> usize {
+        absolute.saturating_sub(self.dropped)
+    }
+}
+
+fn screen_hash(lines: &[String], cursor: (u16, u16), alt: bool) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    lines.hash(&mut h);
+    cursor.hash(&mut h);
+    alt.hash(&mut h);
+    h.finish()
+}
+
+/// The context a wait needs from the daemon.
+pub(crate) struct WaitContext<'a> {
+    /// The log.
+    pub(crate) store: &'a Store,
+    /// Daemon shutdown.
+    pub(crate) cancel: &'a CancellationToken,
+    /// Where follow tasks run.
+    pub(crate) tracker: &'a TaskTracker,
+}
+
+/// Waits.
+pub(crate) async fn wait(
+    h: &ProcHandle,
+    cx: &WaitContext<'_>,
+    spec: WaitSpec,
+) -> Result<WaitOutcome, ProcError> {
+    wait_with(h, cx, spec, Completion::Conditions, Entry::Before).await
+}
+
+/// Whether a screen match found as the wait begins predates the call.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Entry {
+    /// A plain wait: it was there before anything happened.
+    Before,
+    /// A run: the input was already written, so it may be its result.
+    AfterInput,
+}
+
+async fn wait_with(
+    h: &ProcHandle,
+    cx: &WaitContext<'_>,
+    mut spec: WaitSpec,
+    completion: Completion,
+    entry: Entry,
+) -> Result<WaitOutcome, ProcError> {
+    let start = Instant::now();
+    let deadline = start + spec.timeout;
+    if matches!(h.facts.spec.stdio, Stdio::Pty(_)) {
+        spec.streams.retain(|s| *s != StreamId::Stderr);
+    }
+    let ends = h.shared.ends();
+    let from = spec.from.unwrap_or([Some(ends[0]), Some(ends[1]), Some(ends[2])]);
+    let mut pos = [0u64; 3];
+    for s in StreamId::ALL {
+        pos[s.index()] = from[s.index()].unwrap_or(ends[s.index()]).min(ends[s.index()]);
+    }
+    let follow_from = FollowFrom::Cursor(pos.map(Some));
+    let mut rx = reads::follow(
+        h.clone(),
+        cx.store.clone(),
+        spec.streams.clone(),
+        follow_from,
+        cx.cancel.clone(),
+        cx.tracker,
+    );
+    let is_pty = h.screen.is_some();
+    let screen_needed = is_pty && (spec.on_screen || spec.screen_stable);
+    let bound = usize::try_from(spec.max_bytes).unwrap_or(usize::MAX);
+    let mut w =
+        Watch { renderers: [None, None, None], hay: String::new(), dropped: 0, bytes: 0, pos };
+    let mut last_output = start;
+    let mut last_screen_change = start;
+    let mut screen_seen: Option<u64> = None;
+    let mut screen_dirty = screen_needed;
+    let mut prompt_at: Option<Instant> = None;
+    let mut matched_at_entry = false;
+    let mut result: Option<(WaitReason, Option<Match>)> = None;
+    let mut command_exit = None;
+    let mut cut_at: Option<usize> = None;
+    let mut screen_tick = tokio::time::interval(SCREEN_POLL);
+    screen_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+
+    if spec.on_screen
+        && is_pty
+        && let Some(needle) = &spec.needle
+    {
+        let snap = h.snapshot().await?;
+        if let Some(m) = needle.find(&snap.lines.join("\n"), 0) {
+            matched_at_entry = entry == Entry::Before;
+            result = Some((
+                WaitReason::Matched,
+                Some((m, StreamId::Stdout, pos[StreamId::Stdout.index()])),
+            ));
+        }
+    }
+
+    while result.is_none() {
+        let settle_at = spec.settle.filter(|_| !spec.screen_stable).map(|s| last_output + s);
+        let prompt_done_at = prompt_at.map(|t| t + PROMPT_QUIET);
+        let next_timer = [Some(deadline), settle_at, prompt_done_at]
+            .into_iter()
+            .flatten()
+            .min()
+            .unwrap_or(deadline);
+        tokio::select! {
+            biased;
+            item = rx.recv() => match item {
+                Some(Ok(FollowItem::Output(rec))) => {
+                    let i = rec.stream.index();
+                    w.pos[i] = rec.offset + rec.length;
+                    last_output = Instant::now();
+                    screen_dirty = screen_needed;
+                    let (before, marks) = w.feed(rec.stream, &rec.data);
+                    let after_chunk = w.pos[i];
+                    for stop in &spec.stop {
+                        let from = w.local(before.saturating_sub(stop.lookback()));
+                        if let Some(m) = stop.find(&w.hay, from) {
+                            result = Some((WaitReason::Stopped, Some((m, rec.stream, after_chunk))));
+                            break;
+                        }
+                    }
+                    if result.is_none() && !spec.on_screen
+                        && let Some(needle) = &spec.needle {
+                            let from = w.local(before.saturating_sub(needle.lookback()));
+                            if let Some(m) = needle.find(&w.hay, from) {
+                                result = Some((WaitReason::Matched, Some((m, rec.stream, after_chunk))));
+                            }
+                        }
+                    if result.is_none() {
+                        match &completion {
+                            Completion::ShellMark => {
+                                // The mark that counts follows the echo of the
+                                // typed line; an earlier one is the prompt that
+                                // was already on its way.
+                                if let Some(mark) = marks.iter().find(|m| {
+                                    w.hay[..w.local(m.at).min(w.hay.len())].contains('\n') || w.dropped > 0
+                                }) {
+                                    command_exit = mark.exit_code;
+                                    cut_at = Some(mark.at);
+                                    result = Some((WaitReason::Prompt, None));
+                                }
+                            }
+                            Completion::Prompt(p) => {
+                                prompt_at = (w.hay.ends_with(p.as_str()) && w.hay.len() > p.len()).then(Instant::now);
+                            }
+                            Completion::Conditions => {}
+                        }
+                    }
+                    if result.is_none() && w.bytes >= spec.max_bytes {
+                        result = Some((WaitReason::ByteCap, None));
+                    }
+                    w.bound(bound);
+                }
+                Some(Ok(FollowItem::Gap { .. })) => {}
+                Some(Ok(FollowItem::Ended)) => result = Some((WaitReason::Exited, None)),
+                Some(Err(e)) => return Err(e),
+                None => {
+                    if cx.cancel.is_cancelled() {
+                        return Err(ProcError::ShuttingDown);
+                    }
+                    result = Some((WaitReason::Exited, None));
+                }
+            },
+            () = tokio::time::sleep_until(next_timer) => {
+                let now = Instant::now();
+                if now >= deadline {
+                    result = Some((WaitReason::Timeout, None));
+                } else if prompt_done_at.is_some_and(|t| now >= t) {
+                    result = Some((WaitReason::Prompt, None));
+                } else if settle_at.is_some_and(|t| now >= t) {
+                    result = Some((WaitReason::Settled, None));
+                }
+            }
+            _ = screen_tick.tick(), if screen_dirty || spec.screen_stable => {
+                screen_dirty = false;
+                let snap = h.snapshot().await?;
+                if spec.on_screen
+                    && let Some(needle) = &spec.needle
+                        && let Some(m) = needle.find(&snap.lines.join("\n"), 0) {
+                            result = Some((WaitReason::Matched, Some((m, StreamId::Stdout, w.pos[StreamId::Stdout.index()]))));
+                        }
+                if spec.screen_stable && result.is_none() {
+                    let hash = screen_hash(&snap.lines, snap.cursor, snap.alternate);
+                    if screen_seen != Some(hash) {
+                        screen_seen = Some(hash);
+                        last_screen_change = Instant::now();
+                    }
+                    if let Some(settle) = spec.settle
+                        && last_screen_change.elapsed() >= settle {
+                            result = Some((WaitReason::ScreenStable, None));
+                        }
+                }
+            }
+        }
+    }
+    let (reason, matched) = result.unwrap_or((WaitReason::Timeout, None));
+    let mut output = std::mem::take(&mut w.hay);
+    if let Some(at) = cut_at {
+        output.truncate(w.local(at).min(output.len()));
+    }
+    let mut truncated = w.dropped > 0;
+    if output.len() > bound {
+        let mut cut = output.len() - bound;
+        while !output.is_char_boundary(cut) {
+            cut += 1;
+        }
+        output.drain(..cut);
+        truncated = true;
+    }
+    let (alternate, screen) = if is_pty {
+        let snap = h.snapshot().await?;
+        (snap.alternate, if spec.snapshot { snap.lines } else { Vec::new() })
+    } else {
+        (false, Vec::new())
+    };
+    Ok(WaitOutcome {
+        reason,
+        matched,
+        output,
+        bytes: w.bytes,
+        truncated,
+        next: w.pos,
+        streams: spec.streams,
+        timeout: spec.timeout,
+        clamped: spec.clamped,
+        elapsed: start.elapsed(),
+        status: h.status(),
+        alternate,
+        command_exit,
+        screen,
+        matched_at_entry,
+    })
+}
+
+/// The prompt on the cursor's line, if the program shows one (text before
+/// the cursor, short, not blank).
+async fn current_prompt(h: &ProcHandle) -> Result<Option<String>, ProcError> {
+    if h.screen.is_none() {
+        return Ok(None);
+    }
+    let snap = h.snapshot().await?;
+    // Snapshot lines are trimmed; the prompt's trailing space is before the
+    // cursor, so pad back to the cursor's column.
+    let line = snap.lines.get(usize::from(snap.cursor.0)).cloned().unwrap_or_default();
+    let col = usize::from(snap.cursor.1);
+    let before: String = line.chars().chain(std::iter::repeat(' ')).take(col).collect();
+    let prompt = if before.trim().is_empty() || before.chars().count() > MAX_PROMPT_CHARS {
+        None
+    } else {
+        Some(before)
+    };
+    Ok(prompt)
+}
+
+/// Writes text, as a bracketed paste when it spans lines and the program
+/// enabled bracketed paste (else, on a PTY, newlines become Enter).
+async fn write_text(h: &ProcHandle, text: &str) -> Result<u64, ProcError> {
+    let data = if text.contains('\n') && h.screen.is_some() {
+        let snap = h.snapshot().await?;
+        if snap.bracketed_paste {
+            format!("\x1b[200~{text}\x1b[201~").into_bytes()
+        } else {
+            text.replace("\r\n", "\r").replace('\n', "\r").into_bytes()
+        }
+    } else {
+        text.as_bytes().to_vec()
+    };
+    let n = data.len() as u64;
+    h.write(Bytes::from(data)).await?;
+    Ok(n)
+}
+
+/// Writes `input` (and Enter, as a separate write) and waits, from a cursor
+/// taken before the write. Completion: the spec's conditions when it names
+/// any; else the shell's mark (bash started by Portal); else the prompt that
+/// was on the screen coming back; else output settling.
+pub(crate) async fn run(
+    h: &ProcHandle,
+    cx: &WaitContext<'_>,
+    mut spec: WaitSpec,
+    input: &str,
+    enter: bool,
+) -> Result<WaitOutcome, ProcError> {
+    let ends = h.shared.ends();
+    spec.from = Some(ends.map(Some));
+    let explicit = spec.needle.is_some() || spec.settle.is_some() || spec.screen_stable;
+    let completion = if explicit {
+        Completion::Conditions
+    } else if h.facts.shell_integration {
+        Completion::ShellMark
+    } else if let Some(p) = current_prompt(h).await? {
+        Completion::Prompt(p)
+    } else {
+        spec.settle = Some(DEFAULT_SETTLE);
+        Completion::Conditions
+    };
+    if !input.is_empty() {
+        write_text(h, input).await?;
+    }
+    if enter {
+        let key: &[u8] = if h.screen.is_some() { b"\r" } else { b"\n" };
+        h.write(Bytes::from_static(key)).await?;
+    }
+    let mut out = wait_with(h, cx, spec, completion.clone(), Entry::AfterInput).await?;
+    // The echo of the typed line is not the command's output. Input typed
+    // before a shell shows its prompt is echoed twice: by the terminal, then
+    // by readline after the prompt.
+    let first_line = input.lines().next().unwrap_or("").trim();
+    if h.screen.is_some() && !first_line.is_empty() {
+        for _ in 0..2 {
+            match out.output.find('\n') {
+                Some(nl) if out.output[..nl].contains(first_line) => {
+                    out.output.drain(..=nl);
+                }
+                _ => break,
+            }
+        }
+    }
+    if let (WaitReason::Prompt, Completion::Prompt(p)) = (out.reason, &completion)
+        && out.output.ends_with(p.as_str())
+    {
+        out.output.truncate(out.output.len() - p.len());
+    }
+    Ok(out)
+}
+
+/// One item of a key send.
+#[derive(Clone, Debug)]
+pub(crate) enum KeyItem {
+    /// Literal text.
+    Text(String),
+    /// A key name.
+    Key(String),
+}
+
+/// Sends text and named keys in order, each as its own write. Every key
+/// name is checked before anything is sent; cursor keys follow the screen's
+/// application-cursor mode.
+pub(crate) async fn send_keys(h: &ProcHandle, items: &[KeyItem]) -> Result<u64, ProcError> {
+    let mode = match &h.screen {
+        Some(_) if h.snapshot().await?.application_cursor => CursorMode::Application,
+        _ => CursorMode::Normal,
+    };
+    let mut resolved = Vec::with_capacity(items.len());
+    for item in items {
+        resolved.push(match item {
+            KeyItem::Text(t) => KeyItem::Text(t.clone()),
+            KeyItem::Key(k) => {
+                KeyItem::Key(String::from_utf8_lossy(&keys::parse(k, mode)?).into_owned())
+            }
+        });
+    }
+    let mut written = 0;
+    for (item, original) in resolved.iter().zip(items) {
+        written += match (item, original) {
+            (KeyItem::Text(t), _) => write_text(h, t).await?,
+            (KeyItem::Key(_), KeyItem::Key(k)) => {
+                let bytes = keys::parse(k, mode)?;
+                let n = bytes.len() as u64;
+                h.write(Bytes::from(bytes)).await?;
+                n
+            }
+            (KeyItem::Key(_), KeyItem::Text(_)) => 0,
+        };
+    }
+    Ok(written)
+}
