@@ -260,6 +260,7 @@ async fn cursors_per_source_per_client_and_after_clear() {
     let id = s["process"]["id"].as_u64().unwrap();
     shim.ok("process_write", json!({"id": id, "content": "1\n"})).await;
     wait_for_text(&mut rpc, id, pb::Stream::Stderr, "err-1\n").await;
+    wait_for_text(&mut rpc, id, pb::Stream::Stdout, "out-1\n").await;
     // A client-held cursor reads independently of the server-side one.
     let (_, mine) =
         shim.ok("process_read_new", json!({"id": id, "cursor": "stdout:0,stderr:0"})).await;
@@ -273,6 +274,7 @@ async fn cursors_per_source_per_client_and_after_clear() {
     assert_eq!(s["output"], json!("err-1\n"));
     shim.ok("process_write", json!({"id": id, "content": "2\n"})).await;
     wait_for_text(&mut rpc, id, pb::Stream::Stderr, "err-2\n").await;
+    wait_for_text(&mut rpc, id, pb::Stream::Stdout, "out-2\n").await;
     let (_, s) = shim.ok("process_read_new", json!({"id": id, "cursor": my_cursor})).await;
     let out = s["output"].as_str().unwrap();
     assert!(out.contains("out-2") && out.contains("err-2") && !out.contains("-1"), "{out}");
@@ -280,6 +282,7 @@ async fn cursors_per_source_per_client_and_after_clear() {
     assert_eq!(text, format!("Process {id} I/O records cleared."));
     shim.ok("process_write", json!({"id": id, "content": "3\n"})).await;
     wait_for_text(&mut rpc, id, pb::Stream::Stderr, "err-3\n").await;
+    wait_for_text(&mut rpc, id, pb::Stream::Stdout, "out-3\n").await;
     let (_, s) = shim.ok("process_read_new", json!({"id": id})).await;
     let out = s["output"].as_str().unwrap();
     assert!(out.contains("out-3") && out.contains("err-3") && !out.contains("-2"), "{out}");

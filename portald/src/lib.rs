@@ -25,6 +25,7 @@ mod ansi;
 pub mod config;
 mod daemon;
 mod grpc;
+mod osc;
 mod proc;
 mod reads;
 mod registry;

@@ -21,7 +21,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::ansi::TextRenderer;
 use crate::config::MAX_READ_BYTES;
-use crate::proc::{LiveEvent, ProcError, ProcHandle, ProcStatus, Stdio, StreamId};
+use crate::proc::{Attachment, LiveEvent, ProcError, ProcHandle, ProcStatus, Stdio, StreamId};
 use crate::store::{self, Keep, Piece, Store};
 
 /// Where a read starts.
@@ -362,9 +362,27 @@ pub(crate) fn follow(
     cancel: CancellationToken,
     tracker: &tokio_util::task::TaskTracker,
 ) -> mpsc::Receiver<Result<FollowItem, ProcError>> {
+    follow_attached(h, store, streams, from, None, cancel, tracker)
+}
+
+/// As [`follow`], with a subscription the caller took earlier (a run takes
+/// it before writing, so its output arrives live and never needs the store).
+#[allow(
+    clippy::too_many_arguments,
+    reason = "the parts of one follow; a struct would only rename them"
+)]
+pub(crate) fn follow_attached(
+    h: ProcHandle,
+    store: Store,
+    streams: Vec<StreamId>,
+    from: FollowFrom,
+    attachment: Option<Attachment>,
+    cancel: CancellationToken,
+    tracker: &tokio_util::task::TaskTracker,
+) -> mpsc::Receiver<Result<FollowItem, ProcError>> {
     let (tx, rx) = mpsc::channel(FOLLOW_QUEUE);
     tracker.spawn(async move {
-        let run = follow_task(&h, &store, &streams, from, &tx);
+        let run = follow_task(&h, &store, &streams, from, attachment, &tx);
         tokio::select! {
             res = run => {
                 if let Err(e) = res {
@@ -384,9 +402,13 @@ async fn follow_task(
     store: &Store,
     streams: &[StreamId],
     from: FollowFrom,
+    attachment: Option<Attachment>,
     tx: &mpsc::Sender<Result<FollowItem, ProcError>>,
 ) -> Result<(), ProcError> {
-    let att = h.attach().await?;
+    let att = match attachment {
+        Some(a) => a,
+        None => h.attach().await?,
+    };
     let starts = h.shared.starts();
     let mut pos = att.ends;
     match from {

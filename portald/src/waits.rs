@@ -134,8 +134,13 @@ pub(crate) enum WaitReason {
 pub(crate) enum Completion {
     /// Only the conditions in the spec.
     Conditions,
-    /// The shell's OSC 133 "command finished" mark (bash started by Portal).
-    ShellMark,
+    /// The shell's OSC 133 "command finished" mark (bash started by Portal),
+    /// after skipping this many (the first prompt, when the shell had not
+    /// shown one yet).
+    ShellMark {
+        /// Marks to skip.
+        skip: usize,
+    },
     /// This prompt reappearing at the end of the output.
     Prompt(String),
 }
@@ -243,7 +248,7 @@ pub(crate) async fn wait(
     cx: &WaitContext<'_>,
     spec: WaitSpec,
 ) -> Result<WaitOutcome, ProcError> {
-    wait_with(h, cx, spec, Completion::Conditions, Entry::Before).await
+    wait_with(h, cx, spec, Completion::Conditions, Entry::Before, None).await
 }
 
 /// Whether a screen match found as the wait begins predates the call.
@@ -261,13 +266,14 @@ async fn wait_with(
     mut spec: WaitSpec,
     completion: Completion,
     entry: Entry,
+    attachment: Option<crate::proc::Attachment>,
 ) -> Result<WaitOutcome, ProcError> {
     let start = Instant::now();
     let deadline = start + spec.timeout;
     if matches!(h.facts.spec.stdio, Stdio::Pty(_)) {
         spec.streams.retain(|s| *s != StreamId::Stderr);
     }
-    let ends = h.shared.ends();
+    let ends = attachment.as_ref().map_or_else(|| h.shared.ends(), |a| a.ends);
     let from = spec.from.unwrap_or([Some(ends[0]), Some(ends[1]), Some(ends[2])]);
     let mut pos = [0u64; 3];
     for s in StreamId::ALL {
@@ -296,6 +302,7 @@ async fn wait_with(
     let mut result: Option<(WaitReason, Option<Match>)> = None;
     let mut command_exit = None;
     let mut cut_at: Option<usize> = None;
+    let mut marks_skipped = 0;
     let mut screen_tick = tokio::time::interval(SCREEN_POLL);
     screen_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
 
@@ -347,16 +354,16 @@ async fn wait_with(
                         }
                     if result.is_none() {
                         match &completion {
-                            Completion::ShellMark => {
-                                // The mark that counts follows the echo of the
-                                // typed line; an earlier one is the prompt that
-                                // was already on its way.
-                                if let Some(mark) = marks.iter().find(|m| {
-                                    w.hay[..w.local(m.at).min(w.hay.len())].contains('\n') || w.dropped > 0
-                                }) {
+                            Completion::ShellMark { skip } => {
+                                for mark in marks {
+                                    if marks_skipped < *skip {
+                                        marks_skipped += 1;
+                                        continue;
+                                    }
                                     command_exit = mark.exit_code;
                                     cut_at = Some(mark.at);
                                     result = Some((WaitReason::Prompt, None));
+                                    break;
                                 }
                             }
                             Completion::Prompt(p) => {
@@ -471,6 +478,16 @@ async fn current_prompt(h: &ProcHandle) -> Result<Option<String>, ProcError> {
     Ok(prompt)
 }
 
+/// A shell with integration that never printed a mark this long after its
+/// start has had it overridden (by its rc files, say): runs then fall back
+/// to prompt detection.
+const SHELL_STARTUP: Duration = Duration::from_secs(5);
+
+fn started_recently(h: &ProcHandle) -> bool {
+    let age_ns = crate::sys::wall_ns() - h.facts.started_at_ns;
+    u64::try_from(age_ns).is_ok_and(|ns| Duration::from_nanos(ns) < SHELL_STARTUP)
+}
+
 /// Writes text, as a bracketed paste when it spans lines and the program
 /// enabled bracketed paste (else, on a PTY, newlines become Enter).
 async fn write_text(h: &ProcHandle, text: &str) -> Result<u64, ProcError> {
@@ -500,13 +517,17 @@ pub(crate) async fn run(
     input: &str,
     enter: bool,
 ) -> Result<WaitOutcome, ProcError> {
-    let ends = h.shared.ends();
-    spec.from = Some(ends.map(Some));
+    // Subscribe before writing: the output of the input arrives live, and
+    // the cursor is exactly where the input began.
+    let attachment = h.attach().await?;
+    spec.from = Some(attachment.ends.map(Some));
     let explicit = spec.needle.is_some() || spec.settle.is_some() || spec.screen_stable;
     let completion = if explicit {
         Completion::Conditions
-    } else if h.facts.shell_integration {
-        Completion::ShellMark
+    } else if h.facts.shell_integration && (attachment.prompt_marks > 0 || started_recently(h)) {
+        // A shell that has not shown its first prompt yet will print that
+        // prompt's mark before running the input.
+        Completion::ShellMark { skip: usize::from(attachment.prompt_marks == 0) }
     } else if let Some(p) = current_prompt(h).await? {
         Completion::Prompt(p)
     } else {
@@ -520,7 +541,8 @@ pub(crate) async fn run(
         let key: &[u8] = if h.screen.is_some() { b"\r" } else { b"\n" };
         h.write(Bytes::from_static(key)).await?;
     }
-    let mut out = wait_with(h, cx, spec, completion.clone(), Entry::AfterInput).await?;
+    let mut out =
+        wait_with(h, cx, spec, completion.clone(), Entry::AfterInput, Some(attachment)).await?;
     // The echo of the typed line is not the command's output. Input typed
     // before a shell shows its prompt is echoed twice: by the terminal, then
     // by readline after the prompt.

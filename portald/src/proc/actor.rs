@@ -129,6 +129,8 @@ pub(crate) fn start(parts: ActorParts, tracker: &TaskTracker) -> Result<ProcHand
         deadline: None,
         open_streams: streams,
         warned_store: false,
+        osc: crate::osc::OscScanner::default(),
+        prompt_marks: 0,
         clock_base: (Instant::now(), sys::monotonic_ns()),
     };
     tracker.spawn(actor.run(req_rx, output, exit));
@@ -156,6 +158,10 @@ pub(crate) struct ProcActor {
     deadline: Option<Instant>,
     open_streams: usize,
     warned_store: bool,
+    /// Scans PTY output for OSC records and bells.
+    osc: crate::osc::OscScanner,
+    /// Shell-integration marks (OSC 133 `D`) seen so far.
+    prompt_marks: u64,
     /// A tokio instant and the monotonic clock reading taken together, to turn
     /// stored monotonic times into timer deadlines.
     clock_base: (Instant, i64),
@@ -248,6 +254,15 @@ impl ProcActor {
             && let Some(screen) = &self.screen
         {
             screen.feed(&data);
+            let mut signals = Vec::new();
+            self.osc.scan(&data, &mut signals);
+            for signal in signals {
+                if let crate::osc::TermSignal::Osc(body) = signal
+                    && body.starts_with(b"133;D")
+                {
+                    self.prompt_marks += 1;
+                }
+            }
         }
         self.record(stream, data).await;
     }
@@ -439,6 +454,7 @@ impl ProcActor {
                     ends: self.shared.ends(),
                     events: self.events.subscribe(),
                     ended: self.ending == Ending::Done,
+                    prompt_marks: self.prompt_marks,
                 });
             }
         }

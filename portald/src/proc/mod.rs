@@ -412,6 +412,8 @@ pub(crate) struct Attachment {
     pub(crate) events: broadcast::Receiver<LiveEvent>,
     /// True when the process had already ended and drained.
     pub(crate) ended: bool,
+    /// Shell-integration "command finished" marks seen before `ends`.
+    pub(crate) prompt_marks: u64,
 }
 
 /// The cloneable API of one managed process.

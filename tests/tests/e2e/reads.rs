@@ -32,7 +32,9 @@ async fn server_cursors_return_only_new_output_per_stream() {
         ..Default::default()
     };
     write(&mut rpc, p.id, b"1\n").await;
+    // Two pipes, two reader threads: wait for both before reading.
     wait_for_text(&mut rpc, p.id, pb::Stream::Stderr, "err-1\n").await;
+    wait_for_text(&mut rpc, p.id, pb::Stream::Stdout, "out-1\n").await;
     let r = rpc.read(read_new(vec![pb::Stream::Stdout])).await.unwrap().into_inner();
     assert_eq!(text(&r), "out-1\n");
     // Reading stdout did not move the stderr cursor.
@@ -41,7 +43,9 @@ async fn server_cursors_return_only_new_output_per_stream() {
     let r = rpc.read(read_new(vec![])).await.unwrap().into_inner();
     assert!(r.records.is_empty());
     write(&mut rpc, p.id, b"2\n").await;
+    // Two pipes, two reader threads: wait for both before reading.
     wait_for_text(&mut rpc, p.id, pb::Stream::Stderr, "err-2\n").await;
+    wait_for_text(&mut rpc, p.id, pb::Stream::Stdout, "out-2\n").await;
     // A window read does not move the cursors.
     let window = pb::ReadRequest {
         proc: by_id(p.id),
@@ -63,7 +67,9 @@ async fn server_cursors_return_only_new_output_per_stream() {
     assert!(all.records.is_empty());
     assert_eq!(offset(&all.history_start, pb::Stream::Stdout), 12);
     write(&mut rpc, p.id, b"3\n").await;
+    // Two pipes, two reader threads: wait for both before reading.
     wait_for_text(&mut rpc, p.id, pb::Stream::Stderr, "err-3\n").await;
+    wait_for_text(&mut rpc, p.id, pb::Stream::Stdout, "out-3\n").await;
     let r = rpc.read(read_new(vec![])).await.unwrap().into_inner();
     assert_eq!(sorted_lines(&text(&r)), ["err-3", "out-3"]);
     d.stop().await;

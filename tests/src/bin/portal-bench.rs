@@ -1,0 +1,808 @@
+//! `portal-bench`: Portal measured against the physical limits of the machine
+//! it runs on, in the same run.
+//!
+//! It starts its own `portald` (the binary beside it) on a private socket and
+//! measures, each beside the raw figure of the same work without Portal:
+//! 1. PTY capture: a child writing 70-character lines through a PTY;
+//! 2. pipe capture: the same through pipes;
+//! 3. round trip: write a line to `cat` and see it come back, raw on a PTY,
+//!    through gRPC (`Run`), and through the MCP shim (`process_run`);
+//! 4. scale: idle PTY processes (start time, `List` latency, RSS each) and
+//!    many processes printing at once;
+//! 5. memory: daemon peak RSS while capturing a large output, shim peak RSS
+//!    while paging it back;
+//! 6. cold start: shim start to its first `tools/list` answer, with the
+//!    daemon running and with the daemon auto-started.
+//!
+//! It prints one table (or `--json`) with PASS/MISS against Portal's
+//! targets. `--smoke` runs every section at a tiny size (for CI: it proves
+//! the benchmark works, not how fast anything is).
+
+use std::io::{Read as _, Write as _};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use clap::Parser;
+use portal_proto::client::Client;
+use portal_proto::v1 as pb;
+use portal_proto::v1::portal_client::PortalClient;
+use rmcp::ServiceExt as _;
+use rmcp::model::CallToolRequestParams;
+use serde_json::{Value, json};
+use tonic::transport::Channel;
+
+/// Measure Portal against the raw limits of this machine.
+#[derive(Debug, Parser)]
+#[command(about)]
+struct Args {
+    /// Tiny sizes: check that every section works (seconds, not figures).
+    #[arg(long)]
+    smoke: bool,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    json: bool,
+    /// Run only these sections (capture, rtt, scale, memory, cold).
+    #[arg(long, value_delimiter = ',')]
+    only: Vec<String>,
+}
+
+/// Sizes of one run.
+struct Sizes {
+    capture_bytes: u64,
+    rtt_tries: usize,
+    idle: usize,
+    busy: usize,
+    busy_bytes: u64,
+    memory_bytes: u64,
+    cold_tries: usize,
+}
+
+impl Sizes {
+    fn new(smoke: bool) -> Self {
+        if smoke {
+            Self {
+                capture_bytes: 2 << 20,
+                rtt_tries: 20,
+                idle: 10,
+                busy: 4,
+                busy_bytes: 256 << 10,
+                memory_bytes: 4 << 20,
+                cold_tries: 2,
+            }
+        } else {
+            Self {
+                capture_bytes: 200 << 20,
+                rtt_tries: 500,
+                idle: 1000,
+                busy: 100,
+                busy_bytes: 2 << 20,
+                memory_bytes: 1 << 30,
+                cold_tries: 10,
+            }
+        }
+    }
+}
+
+/// One line of the report.
+struct Row {
+    name: String,
+    portal: f64,
+    raw: Option<f64>,
+    unit: &'static str,
+    target: Option<Target>,
+    note: String,
+}
+
+/// A target and whether it was met.
+#[derive(Clone, Copy)]
+enum Target {
+    /// portal ≥ ratio × raw.
+    MinRatio(f64),
+    /// portal ≤ raw + margin.
+    MaxOverRaw(f64),
+    /// portal ≤ limit.
+    Max(f64),
+}
+
+impl Target {
+    fn describe(self, unit: &str) -> String {
+        match self {
+            Self::MinRatio(r) => format!("≥ {r} × raw"),
+            Self::MaxOverRaw(m) => format!("≤ raw + {m} {unit}"),
+            Self::Max(l) => format!("≤ {l} {unit}"),
+        }
+    }
+
+    fn met(self, portal: f64, raw: Option<f64>) -> bool {
+        match (self, raw) {
+            (Self::MinRatio(r), Some(raw)) => portal >= r * raw,
+            (Self::MaxOverRaw(m), Some(raw)) => portal <= raw + m,
+            (Self::Max(l), _) => portal <= l,
+            _ => false,
+        }
+    }
+}
+
+fn row(
+    name: impl Into<String>,
+    portal: f64,
+    raw: Option<f64>,
+    unit: &'static str,
+    target: Option<Target>,
+) -> Row {
+    Row { name: name.into(), portal, raw, unit, target, note: String::new() }
+}
+
+/// The daemon under test, in its own directory.
+struct Daemon {
+    child: Child,
+    socket: PathBuf,
+    dir: tempfile::TempDir,
+    client: Client,
+}
+
+fn sibling(name: &str) -> anyhow::Result<PathBuf> {
+    let exe = std::env::current_exe()?;
+    let path = exe.with_file_name(name);
+    anyhow::ensure!(
+        path.exists(),
+        "{} is missing: build it with `cargo build --release --bins`",
+        path.display()
+    );
+    Ok(path)
+}
+
+impl Daemon {
+    async fn start() -> anyhow::Result<Self> {
+        let dir = tempfile::Builder::new().prefix("pb").tempdir_in("/tmp")?;
+        let socket = dir.path().join("s").join("portald.sock");
+        let child = Command::new(sibling("portald")?)
+            .arg("--socket")
+            .arg(&socket)
+            .arg("--data-dir")
+            .arg(dir.path().join("data"))
+            .arg("--log")
+            .arg("warn")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .context("starting portald")?;
+        let opts = portal_proto::launch::LaunchOptions {
+            socket: socket.clone(),
+            data_dir: None,
+            autostart: false,
+            timeout: Duration::from_secs(10),
+        };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let client = loop {
+            match portal_proto::launch::connect_or_start(&opts).await {
+                Ok(c) => break c,
+                Err(e) if Instant::now() > deadline => return Err(e.into()),
+                Err(_) => tokio::time::sleep(Duration::from_millis(10)).await,
+            }
+        };
+        Ok(Self { child, socket, dir, client })
+    }
+
+    fn rpc(&self) -> PortalClient<Channel> {
+        self.client.rpc()
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    async fn stop(mut self) -> anyhow::Result<()> {
+        let _ = self.rpc().shutdown(pb::ShutdownRequest {}).await;
+        let _ = tokio::task::spawn_blocking(move || self.child.wait()).await;
+        drop(self.dir);
+        Ok(())
+    }
+}
+
+fn status_kb(pid: u32, field: &str) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with(field))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|v| v.parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    #[allow(
+        clippy::cast_possible_truncation,
+        clippy::cast_sign_loss,
+        clippy::cast_precision_loss,
+        reason = "an index into a short list"
+    )]
+    let i = ((sorted.len() - 1) as f64 * p).round() as usize;
+    sorted[i.min(sorted.len() - 1)]
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+#[allow(clippy::cast_precision_loss, reason = "megabytes for display")]
+fn mb(bytes: u64) -> f64 {
+    bytes as f64 / 1_000_000.0
+}
+
+fn by_id(id: u64) -> Option<pb::ProcRef> {
+    Some(pb::ProcRef { target: Some(pb::proc_ref::Target::Id(id)) })
+}
+
+/// A shell command writing `bytes` bytes of 70-character lines.
+fn lines_command(bytes: u64) -> Vec<String> {
+    let line = "x".repeat(69);
+    vec!["sh".into(), "-c".into(), format!("yes {line} | head -c {bytes}")]
+}
+
+/// Reads a PTY child's output to EOF; returns bytes and elapsed time.
+fn raw_pty(argv: &[String]) -> anyhow::Result<(u64, Duration)> {
+    use portable_pty::{CommandBuilder, PtySize, native_pty_system};
+    let pair = native_pty_system().openpty(PtySize {
+        rows: 24,
+        cols: 80,
+        pixel_width: 0,
+        pixel_height: 0,
+    })?;
+    let mut cmd = CommandBuilder::from_argv(argv.iter().map(Into::into).collect());
+    cmd.cwd("/");
+    let start = Instant::now();
+    let mut child = pair.slave.spawn_command(cmd)?;
+    drop(pair.slave);
+    let mut reader = pair.master.try_clone_reader()?;
+    let mut buf = vec![0u8; 64 << 10];
+    let mut total = 0u64;
+    loop {
+        match reader.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => total += n as u64,
+        }
+    }
+    let elapsed = start.elapsed();
+    child.wait()?;
+    Ok((total, elapsed))
+}
+
+/// Reads a piped child's stdout to EOF.
+fn raw_pipe(argv: &[String]) -> anyhow::Result<(u64, Duration)> {
+    let start = Instant::now();
+    let mut child = Command::new(&argv[0]).args(&argv[1..]).stdout(Stdio::piped()).spawn()?;
+    let mut out = child.stdout.take().context("no stdout")?;
+    let mut buf = vec![0u8; 64 << 10];
+    let mut total = 0u64;
+    loop {
+        match out.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => total += n as u64,
+        }
+    }
+    let elapsed = start.elapsed();
+    child.wait()?;
+    Ok((total, elapsed))
+}
+
+fn start_request(argv: &[String], pty: bool) -> pb::StartRequest {
+    pb::StartRequest {
+        command: argv[0].clone(),
+        args: argv[1..].to_vec(),
+        cwd: "/".into(),
+        mode: if pty { pb::Mode::Pty } else { pb::Mode::Pipes }.into(),
+        ..Default::default()
+    }
+}
+
+/// Waits for a process's end without streaming its output (a follow of its
+/// input stream carries only the exit event).
+async fn wait_end(rpc: &mut PortalClient<Channel>, id: u64) -> anyhow::Result<pb::Process> {
+    let req = pb::FollowRequest {
+        proc: by_id(id),
+        streams: vec![pb::Stream::Stdin.into()],
+        ..Default::default()
+    };
+    let mut events = rpc.follow(req).await?.into_inner();
+    while let Some(ev) = events.message().await? {
+        if let Some(pb::follow_event::Event::Exited(p)) = ev.event {
+            return Ok(p);
+        }
+    }
+    anyhow::bail!("process {id} vanished")
+}
+
+fn out_bytes(p: &pb::Process) -> u64 {
+    p.streams.iter().filter(|s| s.stream() != pb::Stream::Stdin).map(|s| s.end_offset).sum()
+}
+
+async fn capture(d: &Daemon, sizes: &Sizes, rows: &mut Vec<Row>) -> anyhow::Result<()> {
+    let argv = lines_command(sizes.capture_bytes);
+    for pty in [true, false] {
+        let (raw_bytes, raw_time) = if pty { raw_pty(&argv)? } else { raw_pipe(&argv)? };
+        let mut rpc = d.rpc();
+        let start = Instant::now();
+        let p = rpc.start(start_request(&argv, pty)).await?.into_inner();
+        let end = wait_end(&mut rpc, p.id).await?;
+        let elapsed = start.elapsed();
+        let stored = out_bytes(&end);
+        let mut note = String::new();
+        if stored != raw_bytes {
+            note = format!("stored {stored} of {raw_bytes} bytes");
+        }
+        if pty {
+            let snap = rpc
+                .screen(pb::ScreenRequest { proc: by_id(p.id), resize: None })
+                .await?
+                .into_inner();
+            if snap.offset != stored {
+                note.push_str(&format!(" screen at {} of {stored}", snap.offset));
+            }
+        }
+        rpc.cleanup(pb::CleanupRequest { proc: by_id(p.id) }).await?;
+        let name = if pty { "PTY capture (70-char lines)" } else { "pipe capture (70-char lines)" };
+        let target = if pty { Target::MinRatio(0.8) } else { Target::MinRatio(0.5) };
+        let mut r = row(
+            name,
+            mb(stored) / elapsed.as_secs_f64(),
+            Some(mb(raw_bytes) / raw_time.as_secs_f64()),
+            "MB/s",
+            Some(target),
+        );
+        r.note = note;
+        rows.push(r);
+    }
+    Ok(())
+}
+
+/// Raw round trip: a line to `cat` on a PTY (echo off) and back.
+fn raw_rtt(tries: usize) -> anyhow::Result<Vec<f64>> {
+    use portable_pty::{CommandBuilder, PtySize, native_pty_system};
+    let pair = native_pty_system().openpty(PtySize {
+        rows: 24,
+        cols: 80,
+        pixel_width: 0,
+        pixel_height: 0,
+    })?;
+    let mut cmd = CommandBuilder::new("sh");
+    cmd.args(["-c", "stty -echo; exec cat"]);
+    cmd.cwd("/");
+    let mut child = pair.slave.spawn_command(cmd)?;
+    drop(pair.slave);
+    let mut reader = pair.master.try_clone_reader()?;
+    let mut writer = pair.master.take_writer()?;
+    let mut buf = vec![0u8; 4096];
+    let mut seen = String::new();
+    let mut round = |line: &str, seen: &mut String| -> anyhow::Result<Duration> {
+        seen.clear();
+        let start = Instant::now();
+        writer.write_all(format!("{line}\n").as_bytes())?;
+        let want = format!("{line}\r\n");
+        while !seen.contains(&want) {
+            let n = reader.read(&mut buf)?;
+            anyhow::ensure!(n > 0, "cat ended");
+            seen.push_str(&String::from_utf8_lossy(&buf[..n]));
+        }
+        Ok(start.elapsed())
+    };
+    // Until stty has run, lines are echoed twice; the marker waits it out.
+    round("ready", &mut seen)?;
+    for i in 0..20 {
+        round(&format!("warm{i}"), &mut seen)?;
+    }
+    let mut times = Vec::with_capacity(tries);
+    for i in 0..tries {
+        times.push(ms(round(&format!("ping{i}"), &mut seen)?));
+    }
+    drop(writer);
+    child.wait()?;
+    Ok(times)
+}
+
+async fn rtt(d: &Daemon, sizes: &Sizes, rows: &mut Vec<Row>) -> anyhow::Result<()> {
+    let raw = tokio::task::spawn_blocking({
+        let tries = sizes.rtt_tries;
+        move || raw_rtt(tries)
+    })
+    .await??;
+    let mut rpc = d.rpc();
+    let argv: Vec<String> =
+        ["sh", "-c", "stty -echo; exec cat"].iter().map(|s| (*s).to_owned()).collect();
+    let p = rpc.start(start_request(&argv, true)).await?.into_inner();
+    let run = |input: String| pb::RunRequest {
+        proc: by_id(p.id),
+        input: input.clone(),
+        no_enter: false,
+        until: Some(pb::WaitCondition { needle: input, timeout_ms: 5000, ..Default::default() }),
+    };
+    for i in 0..20 {
+        rpc.run(run(format!("warm{i}"))).await?;
+    }
+    let mut grpc = Vec::with_capacity(sizes.rtt_tries);
+    for i in 0..sizes.rtt_tries {
+        let start = Instant::now();
+        let r = rpc.run(run(format!("ping{i}"))).await?.into_inner();
+        anyhow::ensure!(
+            r.reason() == pb::WaitReason::Matched,
+            "run {i} ended with {:?}",
+            r.reason()
+        );
+        grpc.push(ms(start.elapsed()));
+    }
+    let shim_times = shim_rtt(d, p.id, sizes.rtt_tries).await?;
+    rpc.kill(pb::KillRequest { proc: by_id(p.id) }).await?;
+    rpc.cleanup(pb::CleanupRequest { proc: by_id(p.id) }).await?;
+    let mut raw = raw;
+    raw.sort_by(f64::total_cmp);
+    grpc.sort_by(f64::total_cmp);
+    let mut shim = shim_times;
+    shim.sort_by(f64::total_cmp);
+    let (raw50, raw99) = (percentile(&raw, 0.5), percentile(&raw, 0.99));
+    rows.push(row(
+        "round trip via gRPC Run, median",
+        percentile(&grpc, 0.5),
+        Some(raw50),
+        "ms",
+        Some(Target::MaxOverRaw(0.25)),
+    ));
+    rows.push(row(
+        "round trip via gRPC Run, p99",
+        percentile(&grpc, 0.99),
+        Some(raw99),
+        "ms",
+        None,
+    ));
+    rows.push(row(
+        "round trip via MCP process_run, median",
+        percentile(&shim, 0.5),
+        Some(raw50),
+        "ms",
+        Some(Target::Max(1.0)),
+    ));
+    rows.push(row(
+        "round trip via MCP process_run, p99",
+        percentile(&shim, 0.99),
+        Some(raw99),
+        "ms",
+        None,
+    ));
+    Ok(())
+}
+
+fn spawn_shim(socket: &Path, data: &Path) -> anyhow::Result<tokio::process::Child> {
+    Ok(tokio::process::Command::new(sibling("portal-shim")?)
+        .env("PORTAL_SOCKET", socket)
+        .env("PORTAL_DATA_DIR", data)
+        .env("PORTAL_DAEMON", sibling("portald")?)
+        .env("PORTAL_LOG", "warn")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .kill_on_drop(true)
+        .spawn()?)
+}
+
+type McpClient = rmcp::service::RunningService<rmcp::RoleClient, ()>;
+
+async fn connect_shim(child: &mut tokio::process::Child) -> anyhow::Result<McpClient> {
+    let stdout = child.stdout.take().context("shim stdout")?;
+    let stdin = child.stdin.take().context("shim stdin")?;
+    Ok(().serve((stdout, stdin)).await?)
+}
+
+async fn call(client: &McpClient, tool: &str, args: Value) -> anyhow::Result<Value> {
+    let Value::Object(args) = args else { anyhow::bail!("arguments must be an object") };
+    let r =
+        client.call_tool(CallToolRequestParams::new(tool.to_owned()).with_arguments(args)).await?;
+    anyhow::ensure!(r.is_error != Some(true), "{tool} failed: {:?}", r.content);
+    Ok(r.structured_content.unwrap_or(Value::Null))
+}
+
+async fn shim_rtt(d: &Daemon, id: u64, tries: usize) -> anyhow::Result<Vec<f64>> {
+    let mut child = spawn_shim(&d.socket, &d.dir.path().join("data"))?;
+    let client = connect_shim(&mut child).await?;
+    for i in 0..20 {
+        call(
+            &client,
+            "process_run",
+            json!({"id": id, "input": format!("mwarm{i}"), "pattern": format!("mwarm{i}")}),
+        )
+        .await?;
+    }
+    let mut times = Vec::with_capacity(tries);
+    for i in 0..tries {
+        let start = Instant::now();
+        let r = call(
+            &client,
+            "process_run",
+            json!({"id": id, "input": format!("mping{i}"), "pattern": format!("mping{i}")}),
+        )
+        .await?;
+        anyhow::ensure!(r["reason"] == "matched", "process_run {i}: {r}");
+        times.push(ms(start.elapsed()));
+    }
+    drop(client);
+    Ok(times)
+}
+
+async fn scale(d: &Daemon, sizes: &Sizes, rows: &mut Vec<Row>) -> anyhow::Result<()> {
+    let mut rpc = d.rpc();
+    let before = status_kb(d.pid(), "VmRSS");
+    let argv: Vec<String> = vec!["sleep".into(), "3600".into()];
+    let start = Instant::now();
+    let mut ids = Vec::with_capacity(sizes.idle);
+    for _ in 0..sizes.idle {
+        ids.push(rpc.start(start_request(&argv, true)).await?.into_inner().id);
+    }
+    let start_time = start.elapsed();
+    let mut list = Vec::new();
+    for _ in 0..50 {
+        let t = Instant::now();
+        let l = rpc.list(pb::ListRequest {}).await?.into_inner();
+        list.push(ms(t.elapsed()));
+        anyhow::ensure!(
+            l.processes.len() >= sizes.idle,
+            "list has {} processes",
+            l.processes.len()
+        );
+    }
+    list.sort_by(f64::total_cmp);
+    let after = status_kb(d.pid(), "VmRSS");
+    #[allow(clippy::cast_precision_loss, reason = "display")]
+    let per = (after.saturating_sub(before)) as f64 / 1024.0 / sizes.idle as f64;
+    #[allow(clippy::cast_precision_loss, reason = "display")]
+    let per_start = ms(start_time) / sizes.idle as f64;
+    rows.push(row(
+        format!("start {} idle PTY processes, each", sizes.idle),
+        per_start,
+        None,
+        "ms",
+        None,
+    ));
+    rows.push(row(
+        format!("List with {} processes, median", sizes.idle),
+        percentile(&list, 0.5),
+        None,
+        "ms",
+        Some(Target::Max(20.0)),
+    ));
+    rows.push(row("daemon RSS per idle PTY process", per, None, "MiB", Some(Target::Max(1.0))));
+    rpc.kill_all(pb::KillAllRequest {}).await?;
+    for id in ids {
+        rpc.cleanup(pb::CleanupRequest { proc: by_id(id) }).await?;
+    }
+    // Many printing at once.
+    let argv = lines_command(sizes.busy_bytes);
+    let start = Instant::now();
+    let mut ids = Vec::new();
+    for _ in 0..sizes.busy {
+        ids.push(rpc.start(start_request(&argv, true)).await?.into_inner().id);
+    }
+    let mut total = 0;
+    for id in &ids {
+        total += out_bytes(&wait_end(&mut rpc, *id).await?);
+    }
+    let elapsed = start.elapsed();
+    for id in ids {
+        rpc.cleanup(pb::CleanupRequest { proc: by_id(id) }).await?;
+    }
+    rows.push(row(
+        format!("{} PTY processes printing at once, aggregate", sizes.busy),
+        mb(total) / elapsed.as_secs_f64(),
+        None,
+        "MB/s",
+        None,
+    ));
+    Ok(())
+}
+
+async fn memory(d: &Daemon, sizes: &Sizes, rows: &mut Vec<Row>) -> anyhow::Result<()> {
+    let mut rpc = d.rpc();
+    let argv = lines_command(sizes.memory_bytes);
+    let pid = d.pid();
+    let p = rpc.start(start_request(&argv, true)).await?.into_inner();
+    let sampler = tokio::spawn(async move {
+        let mut peak = 0;
+        loop {
+            peak = peak.max(status_kb(pid, "VmRSS"));
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        #[allow(unreachable_code, reason = "the sampler is aborted")]
+        peak
+    });
+    let mut peak = 0u64;
+    let end = {
+        let fut = wait_end(&mut rpc, p.id);
+        tokio::pin!(fut);
+        loop {
+            tokio::select! {
+                r = &mut fut => break r?,
+                () = tokio::time::sleep(Duration::from_millis(20)) => peak = peak.max(status_kb(pid, "VmRSS")),
+            }
+        }
+    };
+    sampler.abort();
+    let stored = out_bytes(&end);
+    #[allow(clippy::cast_precision_loss, reason = "display")]
+    let peak_mb = peak as f64 / 1024.0;
+    let mut r = row(
+        format!("daemon peak RSS capturing {} MB on a PTY", stored / 1_000_000),
+        peak_mb,
+        None,
+        "MiB",
+        Some(Target::Max(100.0)),
+    );
+    r.note = format!("{stored} bytes stored");
+    rows.push(r);
+    // Page it all back through a fresh shim.
+    let mut child = spawn_shim(&d.socket, &d.dir.path().join("data"))?;
+    let shim_pid = child.id().unwrap_or(0);
+    let client = connect_shim(&mut child).await?;
+    let mut cursor = "stdout:0".to_owned();
+    let mut pages = 0;
+    loop {
+        let r = call(
+            &client,
+            "process_read",
+            json!({"id": p.id, "cursor": cursor, "max_bytes": 1 << 20}),
+        )
+        .await?;
+        pages += 1;
+        let next = r["cursor"].as_str().unwrap_or_default().to_owned();
+        if next == cursor || r["omitted_bytes"].as_u64() == Some(0) {
+            break;
+        }
+        cursor = next;
+    }
+    let hwm = status_kb(shim_pid, "VmHWM");
+    drop(client);
+    #[allow(clippy::cast_precision_loss, reason = "display")]
+    let hwm_mb = hwm as f64 / 1024.0;
+    let mut r = row("shim peak RSS paging it back", hwm_mb, None, "MiB", Some(Target::Max(64.0)));
+    r.note = format!("{pages} pages of 1 MiB");
+    rows.push(r);
+    rpc.cleanup(pb::CleanupRequest { proc: by_id(p.id) }).await?;
+    Ok(())
+}
+
+async fn cold(d: &Daemon, sizes: &Sizes, rows: &mut Vec<Row>) -> anyhow::Result<()> {
+    let mut warm = Vec::new();
+    for _ in 0..sizes.cold_tries {
+        let start = Instant::now();
+        let mut child = spawn_shim(&d.socket, &d.dir.path().join("data"))?;
+        let client = connect_shim(&mut child).await?;
+        client.list_all_tools().await?;
+        warm.push(ms(start.elapsed()));
+        drop(client);
+    }
+    warm.sort_by(f64::total_cmp);
+    rows.push(row(
+        "shim start to tools/list (daemon running), median",
+        percentile(&warm, 0.5),
+        None,
+        "ms",
+        Some(Target::Max(50.0)),
+    ));
+    let mut autostart = Vec::new();
+    for _ in 0..sizes.cold_tries.min(3) {
+        let dir = tempfile::Builder::new().prefix("pc").tempdir_in("/tmp")?;
+        let socket = dir.path().join("s").join("portald.sock");
+        let start = Instant::now();
+        let mut child = spawn_shim(&socket, &dir.path().join("data"))?;
+        let client = connect_shim(&mut child).await?;
+        client.list_all_tools().await?;
+        call(&client, "process_list", json!({})).await?;
+        autostart.push(ms(start.elapsed()));
+        drop(client);
+        let c = Client::connect(&socket).await?;
+        c.rpc().shutdown(pb::ShutdownRequest {}).await?;
+    }
+    autostart.sort_by(f64::total_cmp);
+    rows.push(row(
+        "shim start to first tool answer (daemon auto-started), median",
+        percentile(&autostart, 0.5),
+        None,
+        "ms",
+        None,
+    ));
+    Ok(())
+}
+
+fn print_table(rows: &[Row], machine: &str) {
+    println!("portal-bench · {machine}");
+    println!("{:<62} {:>12} {:>12} {:>7}  {:<22}", "measure", "portal", "raw", "ratio", "target");
+    for r in rows {
+        let raw = r.raw.map_or_else(|| "-".into(), |v| format!("{v:.3}"));
+        let ratio = r
+            .raw
+            .filter(|v| *v > 0.0)
+            .map_or_else(|| "-".into(), |v| format!("{:.2}", r.portal / v));
+        let (target, verdict) = match r.target {
+            Some(t) => (t.describe(r.unit), if t.met(r.portal, r.raw) { "PASS" } else { "MISS" }),
+            None => (String::new(), ""),
+        };
+        println!(
+            "{:<62} {:>12} {:>12} {:>7}  {:<22} {verdict} {}",
+            format!("{} ({})", r.name, r.unit),
+            format!("{:.3}", r.portal),
+            raw,
+            ratio,
+            target,
+            r.note
+        );
+    }
+}
+
+fn machine() -> String {
+    let cpus = std::thread::available_parallelism().map_or(0, std::num::NonZero::get);
+    let mem = std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|m| {
+            m.lines()
+                .next()
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|v| v.parse::<u64>().ok())
+        })
+        .map_or_else(String::new, |kb| format!(", {} GiB", kb / 1024 / 1024));
+    format!("{cpus} cores{mem}, {}", std::env::consts::ARCH)
+}
+
+fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    let sizes = Sizes::new(args.smoke);
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    let rows = runtime.block_on(async {
+        let want = |s: &str| args.only.is_empty() || args.only.iter().any(|o| o == s);
+        let d = Daemon::start().await?;
+        let mut rows = Vec::new();
+        if want("capture") {
+            capture(&d, &sizes, &mut rows).await.context("capture")?;
+        }
+        if want("rtt") {
+            rtt(&d, &sizes, &mut rows).await.context("round trip")?;
+        }
+        if want("memory") {
+            memory(&d, &sizes, &mut rows).await.context("memory")?;
+        }
+        if want("scale") {
+            scale(&d, &sizes, &mut rows).await.context("scale")?;
+        }
+        if want("cold") {
+            cold(&d, &sizes, &mut rows).await.context("cold start")?;
+        }
+        d.stop().await?;
+        anyhow::Ok(rows)
+    })?;
+    let machine = machine();
+    if args.json {
+        let v: Vec<Value> = rows
+            .iter()
+            .map(|r| {
+                json!({
+                    "measure": r.name,
+                    "unit": r.unit,
+                    "portal": r.portal,
+                    "raw": r.raw,
+                    "ratio": r.raw.filter(|v| *v > 0.0).map(|v| r.portal / v),
+                    "target": r.target.map(|t| t.describe(r.unit)),
+                    "pass": r.target.map(|t| t.met(r.portal, r.raw)),
+                    "note": r.note,
+                })
+            })
+            .collect();
+        println!("{}", json!({"machine": machine, "smoke": args.smoke, "results": v}));
+    } else {
+        print_table(&rows, &machine);
+    }
+    runtime.shutdown_background();
+    Ok(())
+}
