@@ -7,6 +7,7 @@
 //! Exit codes: 0 ok, 1 the operation failed, 2 usage, 3 the daemon is
 //! unreachable (or speaks another protocol version).
 
+mod agents;
 mod attach;
 mod daemonctl;
 mod fmt;
@@ -126,6 +127,16 @@ enum Command {
         #[arg(required = true)]
         keys: Vec<String>,
     },
+    /// Coding agents in Portal's terminals, most urgent first; wait for them
+    /// or send them prompts.
+    Agents(agents::AgentsArgs),
+    /// Install, remove or check the hooks that let Claude Code and Codex
+    /// report their state.
+    #[command(subcommand)]
+    Hooks(agents::HooksCommand),
+    /// Report an agent's state (what the hooks run; reads the hook's JSON
+    /// from stdin).
+    Emit(agents::EmitArgs),
     /// Connect this terminal to a PTY process; Ctrl-] detaches (it keeps running).
     Attach {
         /// Process id or name.
@@ -248,6 +259,7 @@ async fn run(cli: Cli) -> Outcome {
         Command::Service(cmd) => return service::run(cmd).map_err(Failure::Failed),
         Command::Daemon(DaemonCommand::Status { out }) => return daemonctl::status(out).await,
         Command::Daemon(DaemonCommand::Stop) => return daemonctl::stop().await,
+        Command::Emit(args) => return agents::emit(args).await,
         _ => {}
     }
     let client = connect(cli.no_autostart).await?;
@@ -267,6 +279,8 @@ async fn run(cli: Cli) -> Outcome {
         Command::Inspect { proc, out } => procs::inspect(&client, &proc, out).await,
         Command::Attach { proc } => attach::attach(&client, &proc).await,
         Command::Wait(args) => waits::wait(&client, args).await,
+        Command::Agents(args) => agents::agents(&client, args).await,
+        Command::Hooks(cmd) => agents::hooks(&client, cmd).await,
         Command::Run(args) => waits::run(&client, args).await,
         Command::SendKeys { proc, keys } => waits::send_keys(&client, &proc, keys).await,
         Command::Programs(ProgramsCommand::Query { program, out }) => {
@@ -277,7 +291,7 @@ async fn run(cli: Cli) -> Outcome {
         }
         Command::Daemon(DaemonCommand::Start) => daemonctl::started(&client),
         Command::Demo => procs::demo(&client).await,
-        Command::Service(_) | Command::Daemon(_) => Ok(()),
+        Command::Service(_) | Command::Daemon(_) | Command::Emit(_) => Ok(()),
     }
 }
 

@@ -314,3 +314,63 @@ async fn wait_run_and_send_keys() {
     assert!(String::from_utf8_lossy(&o.stderr).contains("unknown key"));
     d.stop().await;
 }
+
+#[tokio::test]
+async fn agents_hooks_and_the_in_band_emit_fallback() {
+    let d = TestDaemon::start().await;
+    let s = d.socket();
+    let mut rpc = d.rpc();
+    // Inside a Portal terminal but with the socket out of reach (as over
+    // SSH): emit reports in-band, on the terminal, and portald reads it.
+    let script = format!(
+        "PORTAL_SOCKET=/nonexistent/x.sock '{CLI}' emit awaiting_input --name claude --reason question < /dev/null; echo emitted; read x"
+    );
+    let p = start_pty(&mut rpc, "sh", &["-c", &script], 24, 80).await;
+    wait_for_text(&mut rpc, p.id, pb::Stream::Stdout, "emitted").await;
+    let out = ok(&cli(&s, &["agents"]).await);
+    assert!(
+        out.contains("claude") && out.contains("awaiting_input") && out.contains("osc"),
+        "{out}"
+    );
+    assert!(out.trim_end().ends_with("wait:1"), "{out}");
+    let v: Value = serde_json::from_str(&ok(&cli(&s, &["agents", "--json"]).await)).unwrap();
+    assert_eq!(v["agents"][0]["reason"], "question");
+    let o = cli(&s, &["agents", "wait", &p.id.to_string(), "--state", "awaiting_input"]).await;
+    assert!(o.status.success(), "{}", stdout(&o));
+    let o =
+        cli(&s, &["agents", "wait", &p.id.to_string(), "--state", "done", "--timeout", "200ms"])
+            .await;
+    assert_eq!(o.status.code(), Some(1));
+    let o =
+        cli(&s, &["agents", "send", &p.id.to_string(), "--key", "once", "--", "go", "on"]).await;
+    assert_eq!(ok(&o).trim(), format!("{}: sent", p.id));
+    let o =
+        cli(&s, &["agents", "send", &p.id.to_string(), "--key", "once", "--", "go", "on"]).await;
+    assert!(ok(&o).contains("already sent"));
+    // Hooks in a private HOME: install, status, uninstall leaves the file as it was.
+    let home = test_dir();
+    let settings = home.path().join(".claude/settings.json");
+    std::fs::create_dir_all(settings.parent().unwrap()).unwrap();
+    let original = "{\n  \"model\": \"sonnet\",\n  \"hooks\": {\n    \"Stop\": [{ \"hooks\": [{ \"type\": \"command\", \"command\": \"say hi\" }] }]\n  }\n}\n";
+    std::fs::write(&settings, original).unwrap();
+    let home_s = home.path().to_string_lossy().into_owned();
+    let env = [("HOME", home_s.as_str())];
+    let out = ok(&cli_env(&s, &["hooks", "install", "claude"], &env).await);
+    assert!(out.contains("claude: installed"), "{out}");
+    let text = std::fs::read_to_string(&settings).unwrap();
+    assert!(
+        text.contains(&format!(
+            "{} emit done --name claude --event Stop",
+            std::fs::canonicalize(CLI).unwrap().display()
+        )),
+        "{text}"
+    );
+    assert!(
+        ok(&cli_env(&s, &["hooks", "status", "claude"], &env).await).contains("claude: installed")
+    );
+    let codex = ok(&cli_env(&s, &["hooks", "status", "codex"], &env).await);
+    assert!(codex.contains("not_detected"), "{codex}");
+    ok(&cli_env(&s, &["hooks", "uninstall", "claude"], &env).await);
+    assert_eq!(std::fs::read_to_string(&settings).unwrap(), original);
+    d.stop().await;
+}

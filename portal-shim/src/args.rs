@@ -356,3 +356,146 @@ mod tests {
         assert!(matches!(&k.keys[1], KeyArg::Text { text } if text == ":q"));
     }
 }
+
+/// An agent state name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum AgentStateArg {
+    /// Working on a turn.
+    Running,
+    /// Needs a person or orchestrator.
+    AwaitingInput,
+    /// Finished its turn.
+    Done,
+    /// Alive with no task.
+    Idle,
+    /// Gone.
+    Exited,
+    /// No signal yet.
+    Unknown,
+}
+
+/// Arguments of `agent_list`.
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct AgentListArgs {
+    /// Only agents in these states.
+    #[serde(default)]
+    pub(crate) states: Vec<AgentStateArg>,
+}
+
+/// Arguments of `agent_watch`.
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct AgentWatchArgs {
+    /// Cursor from the previous agent_watch; omit to get only changes from now.
+    #[serde(default)]
+    pub(crate) cursor: Option<u64>,
+    /// How long to wait for a change, ms (default 30000, at most about 50000).
+    #[serde(default)]
+    pub(crate) timeout_ms: Option<u64>,
+    /// Only these agents (process ids).
+    #[serde(default)]
+    pub(crate) ids: Vec<u64>,
+    /// Only changes into these states.
+    #[serde(default)]
+    pub(crate) states: Vec<AgentStateArg>,
+}
+
+/// `all` or `any`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub(crate) enum ModeArg {
+    /// Every agent.
+    All,
+    /// The first one.
+    Any,
+}
+
+fn default_mode() -> ModeArg {
+    ModeArg::All
+}
+
+/// Arguments of `agent_wait`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct AgentWaitArgs {
+    /// The agents' process ids.
+    pub(crate) ids: Vec<u64>,
+    /// Target states (default: awaiting_input, done, idle).
+    #[serde(default)]
+    pub(crate) states: Vec<AgentStateArg>,
+    /// Wait for all of them, or return when any gets there.
+    #[serde(default = "default_mode")]
+    pub(crate) mode: ModeArg,
+    /// How long, ms (default 30000, at most about 50000; call again to keep waiting).
+    #[serde(default)]
+    pub(crate) timeout_ms: Option<u64>,
+}
+
+/// Arguments of `agent_send`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct AgentSendArgs {
+    /// The agents' process ids.
+    pub(crate) ids: Vec<u64>,
+    /// The prompt (multi-line text goes as one paste).
+    pub(crate) text: String,
+    /// Wait until each agent is ready (awaiting_input, done or idle) before typing.
+    #[serde(default = "default_true")]
+    pub(crate) wait_ready: bool,
+    /// Press Enter after the text.
+    #[serde(default = "default_true")]
+    pub(crate) enter: bool,
+    /// Idempotency key: retrying with the same key never types the prompt twice.
+    #[serde(default)]
+    pub(crate) key: Option<String>,
+    /// How long to wait for readiness, ms.
+    #[serde(default)]
+    pub(crate) timeout_ms: Option<u64>,
+}
+
+/// What `agent_hooks` does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub(crate) enum HookActionArg {
+    /// Report what is installed.
+    Status,
+    /// Install Portal's hooks (idempotent).
+    Install,
+}
+
+fn default_hook_action() -> HookActionArg {
+    HookActionArg::Status
+}
+
+/// Which agent's hooks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub(crate) enum HookAgentArg {
+    /// Claude Code.
+    Claude,
+    /// Codex.
+    Codex,
+    /// Both.
+    All,
+}
+
+fn default_hook_agent() -> HookAgentArg {
+    HookAgentArg::All
+}
+
+/// Arguments of `agent_hooks`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct AgentHooksArgs {
+    /// status or install.
+    #[serde(default = "default_hook_action")]
+    pub(crate) action: HookActionArg,
+    /// claude, codex or all.
+    #[serde(default = "default_hook_agent")]
+    pub(crate) agent: HookAgentArg,
+    /// Show the change without writing.
+    #[serde(default = "default_false")]
+    pub(crate) dry_run: bool,
+}

@@ -662,3 +662,149 @@ pub(crate) struct KeysSent {
     /// Bytes written.
     pub(crate) written: u64,
 }
+
+/// An agent as agents see it.
+#[derive(Debug, Serialize, JsonSchema)]
+pub(crate) struct AgentInfo {
+    /// Process id of its terminal.
+    pub(crate) id: u64,
+    /// Name (claude, codex...).
+    pub(crate) name: String,
+    /// running, awaiting_input, done, idle, exited or unknown.
+    pub(crate) state: String,
+    /// hook, osc, heuristic or lifecycle.
+    pub(crate) source: String,
+    /// False for heuristic guesses.
+    pub(crate) exact: bool,
+    /// Why (permission, question, an exit code...).
+    pub(crate) reason: String,
+    /// Milliseconds in this state.
+    pub(crate) age_ms: u64,
+    /// The agent's own session id, when its hooks sent it.
+    pub(crate) session_id: String,
+}
+
+/// Snake-case agent state.
+pub(crate) fn agent_state_name(s: pb::AgentState) -> &'static str {
+    match s {
+        pb::AgentState::Running => "running",
+        pb::AgentState::AwaitingInput => "awaiting_input",
+        pb::AgentState::Done => "done",
+        pb::AgentState::Idle => "idle",
+        pb::AgentState::Exited => "exited",
+        pb::AgentState::Unknown | pb::AgentState::Unspecified => "unknown",
+    }
+}
+
+impl From<&pb::Agent> for AgentInfo {
+    fn from(a: &pb::Agent) -> Self {
+        let source = match a.source() {
+            pb::AgentSource::Hook => "hook",
+            pb::AgentSource::Osc => "osc",
+            pb::AgentSource::Heuristic => "heuristic",
+            pb::AgentSource::Lifecycle | pb::AgentSource::Unspecified => "lifecycle",
+        };
+        Self {
+            id: a.id,
+            name: a.name.clone(),
+            state: agent_state_name(a.state()).into(),
+            source: source.into(),
+            exact: a.exact,
+            reason: a.reason.clone(),
+            age_ms: a.age_ms,
+            session_id: a.session_id.clone(),
+        }
+    }
+}
+
+/// `agent_list` result.
+#[derive(Debug, Serialize, JsonSchema)]
+pub(crate) struct AgentsListed {
+    /// Most urgent first.
+    pub(crate) agents: Vec<AgentInfo>,
+    /// Tally such as "wait:1 done:2 run:3".
+    pub(crate) summary: String,
+}
+
+/// One state change.
+#[derive(Debug, Serialize, JsonSchema)]
+pub(crate) struct AgentChange {
+    /// Sequence number.
+    pub(crate) seq: u64,
+    /// Process id.
+    pub(crate) id: u64,
+    /// Agent name.
+    pub(crate) name: String,
+    /// State before.
+    pub(crate) before: String,
+    /// State after.
+    pub(crate) after: String,
+    /// Why.
+    pub(crate) reason: String,
+}
+
+/// `agent_watch` result.
+#[derive(Debug, Serialize, JsonSchema)]
+pub(crate) struct AgentsWatched {
+    /// Changes after the cursor (empty when the timeout passed first).
+    pub(crate) changes: Vec<AgentChange>,
+    /// Pass as `cursor` next time.
+    pub(crate) cursor: u64,
+}
+
+/// One agent's outcome.
+#[derive(Debug, Serialize, JsonSchema)]
+pub(crate) struct AgentOutcome {
+    /// Process id.
+    pub(crate) id: u64,
+    /// reached, timeout, exited, vanished or stopped.
+    pub(crate) outcome: String,
+    /// Its state when the call returned.
+    pub(crate) state: String,
+    /// For agent_send: the prompt was typed.
+    pub(crate) sent: Option<bool>,
+    /// For agent_send: an earlier call with the same key typed it.
+    pub(crate) deduplicated: Option<bool>,
+    /// Why not sent.
+    pub(crate) detail: Option<String>,
+}
+
+/// `agent_wait` and `agent_send` result.
+#[derive(Debug, Serialize, JsonSchema)]
+pub(crate) struct AgentOutcomes {
+    /// One per id, in the order given.
+    pub(crate) results: Vec<AgentOutcome>,
+}
+
+/// `agent_hooks` result.
+#[derive(Debug, Serialize, JsonSchema)]
+pub(crate) struct HooksReported {
+    /// One per agent.
+    pub(crate) reports: Vec<HookStatus>,
+}
+
+/// One agent's hooks.
+#[derive(Debug, Serialize, JsonSchema)]
+pub(crate) struct HookStatus {
+    /// claude or codex.
+    pub(crate) agent: String,
+    /// The settings file.
+    pub(crate) path: String,
+    /// installed, outdated, absent or not_detected.
+    pub(crate) status: String,
+    /// What changed.
+    pub(crate) change: String,
+    /// What the user still has to do.
+    pub(crate) note: String,
+}
+
+/// Agent wait outcome name.
+pub(crate) fn outcome_name(o: pb::AgentWaitOutcome) -> &'static str {
+    match o {
+        pb::AgentWaitOutcome::Reached => "reached",
+        pb::AgentWaitOutcome::Timeout => "timeout",
+        pb::AgentWaitOutcome::Exited => "exited",
+        pb::AgentWaitOutcome::Vanished => "vanished",
+        pb::AgentWaitOutcome::Stopped | pb::AgentWaitOutcome::Unspecified => "stopped",
+    }
+}

@@ -21,14 +21,17 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::args::{
-    IdArgs, KeyArg, NewSource, NoArgs, QueryArgs, ReadArgs, ReadNewArgs, RecordArgs, RunArgs,
-    ScreenArgs, SendKeysArgs, SignalArgs, Source, StartArgs, Unit, Until, WaitArgs, WriteArgs,
+    AgentHooksArgs, AgentListArgs, AgentSendArgs, AgentStateArg, AgentWaitArgs, AgentWatchArgs,
+    HookActionArg, HookAgentArg, IdArgs, KeyArg, ModeArg, NewSource, NoArgs, QueryArgs, ReadArgs,
+    ReadNewArgs, RecordArgs, RunArgs, ScreenArgs, SendKeysArgs, SignalArgs, Source, StartArgs,
+    Unit, Until, WaitArgs, WriteArgs,
 };
 use crate::errors::error_text;
 use crate::link::{CallError, DaemonLink};
 use crate::results::{
-    self, Done, Inspected, KeysSent, KilledAll, Listed, Output, ProcessInfo, Program, Screen,
-    Signalled, Started, Waited, Written,
+    self, AgentChange, AgentInfo, AgentOutcome, AgentOutcomes, AgentsListed, AgentsWatched, Done,
+    HookStatus, HooksReported, Inspected, KeysSent, KilledAll, Listed, Output, ProcessInfo,
+    Program, Screen, Signalled, Started, Waited, Written,
 };
 
 /// Server instructions, kept under 2 KB (checked by a test).
@@ -57,6 +60,17 @@ type ToolResult = Result<CallToolResult, String>;
 
 /// Where to send progress notifications, if the client asked for them.
 type Progress = Option<(Peer<RoleServer>, ProgressToken)>;
+
+fn agent_state(s: AgentStateArg) -> pb::AgentState {
+    match s {
+        AgentStateArg::Running => pb::AgentState::Running,
+        AgentStateArg::AwaitingInput => pb::AgentState::AwaitingInput,
+        AgentStateArg::Done => pb::AgentState::Done,
+        AgentStateArg::Idle => pb::AgentState::Idle,
+        AgentStateArg::Exited => pb::AgentState::Exited,
+        AgentStateArg::Unknown => pb::AgentState::Unknown,
+    }
+}
 
 fn condition(u: &Until) -> pb::WaitCondition {
     pb::WaitCondition {
@@ -218,6 +232,36 @@ pub(crate) fn tool_table() -> Vec<Tool> {
             Kind::OpenWorld,
             "Send named keys and text in order: [\"Esc\", {\"text\": \":wq\"}, \"Enter\"], [\"C-c\"], [\"Up\", \"Enter\"]. Names: Enter, Tab, Esc, Backspace, Space, Up, Down, Left, Right, Home, End, PageUp, PageDown, Insert, Delete, F1-F12, C-a..C-z, M-x; arrows follow the program's cursor mode. Multi-line text goes as a paste when the program supports it. Then check with process_screen or process_wait.",
         ),
+        tool::<AgentListArgs, AgentsListed>(
+            "agent_list",
+            "List coding agents",
+            Kind::ReadOnly,
+            "List the coding agents (Claude Code, Codex...) running in Portal's terminals, most urgent first: awaiting_input, done, running, idle, unknown, exited; with where each state came from (hooks are exact, heuristics are guesses). Then agent_wait or agent_send.",
+        ),
+        tool::<AgentWatchArgs, AgentsWatched>(
+            "agent_watch",
+            "Watch agent state changes",
+            Kind::ReadOnly,
+            "Block until some agent changes state (after `cursor`), then return the changes and a new cursor; empty at the timeout. Call it in a loop to follow a fleet without polling.",
+        ),
+        tool::<AgentWaitArgs, AgentOutcomes>(
+            "agent_wait",
+            "Wait for agents",
+            Kind::ReadOnly,
+            "Wait until one agent, or all/any of several, reach a state (default: awaiting_input, done or idle). Returns per agent: reached, timeout, exited or vanished, with its state. A timeout is a result: call again.",
+        ),
+        tool::<AgentSendArgs, AgentOutcomes>(
+            "agent_send",
+            "Send a prompt to agents",
+            Kind::OpenWorld,
+            "Type a prompt into agents once each is ready, then Enter (separately, as their TUIs need). With `key`, a retried call never types it twice. Returns per agent whether it was sent. Then agent_wait for done.",
+        ),
+        tool::<AgentHooksArgs, HooksReported>(
+            "agent_hooks",
+            "Agent hooks status and install",
+            Kind::Mutating,
+            "Report or install the hooks that make Claude Code and Codex report their exact state to Portal (done, awaiting permission...). Install is idempotent and leaves the rest of the settings untouched; Codex also needs the user to trust the hooks in its /hooks view.",
+        ),
         tool::<QueryArgs, Program>(
             "program_query",
             "Does a program need a PTY?",
@@ -313,6 +357,20 @@ impl Shim {
                 Err(e) => Err(e),
             },
             "process_send_keys" => run!(send_keys),
+            "agent_list" => run!(agent_list),
+            "agent_watch" => match parse(name, args) {
+                Ok(a) => self.agent_watch(a, progress).await,
+                Err(e) => Err(e),
+            },
+            "agent_wait" => match parse(name, args) {
+                Ok(a) => self.agent_wait(a, progress).await,
+                Err(e) => Err(e),
+            },
+            "agent_send" => match parse(name, args) {
+                Ok(a) => self.agent_send(a, progress).await,
+                Err(e) => Err(e),
+            },
+            "agent_hooks" => run!(agent_hooks),
             "program_query" => run!(program_query),
             "program_record" => run!(program_record),
             _ => return None,
@@ -623,6 +681,223 @@ impl Shim {
         )
     }
 
+    async fn agent_list(&self, a: AgentListArgs) -> ToolResult {
+        let states: Vec<i32> = a.states.iter().map(|s| agent_state(*s).into()).collect();
+        let r = self
+            .call(None, |mut c| {
+                let req = pb::AgentListRequest { states: states.clone() };
+                async move { c.agent_list(req).await }
+            })
+            .await?;
+        let agents: Vec<AgentInfo> = r.agents.iter().map(AgentInfo::from).collect();
+        let mut text = if agents.is_empty() { "No agents.".to_owned() } else { String::new() };
+        for x in &agents {
+            text.push_str(&format!(
+                "{} {} {} ({}{}) {}\n",
+                x.id,
+                if x.name.is_empty() { "agent" } else { &x.name },
+                x.state,
+                x.source,
+                if x.exact { "" } else { ", a guess" },
+                x.reason
+            ));
+        }
+        if !r.summary.is_empty() {
+            text.push_str(&r.summary);
+        }
+        ok(text, &AgentsListed { agents, summary: r.summary })
+    }
+
+    async fn agent_watch(&self, a: AgentWatchArgs, progress: Progress) -> ToolResult {
+        let mut since = a.cursor;
+        if since.is_none() {
+            let now = self
+                .call(None, |mut c| async move {
+                    c.agent_watch(pb::AgentWatchRequest {
+                        since: u64::MAX,
+                        timeout_ms: 1,
+                        ..Default::default()
+                    })
+                    .await
+                })
+                .await?;
+            since = Some(now.cursor);
+        }
+        let req = pb::AgentWatchRequest {
+            since: since.unwrap_or(0),
+            timeout_ms: a.timeout_ms.unwrap_or(0),
+            ids: a.ids,
+            states: a.states.iter().map(|s| agent_state(*s).into()).collect(),
+        };
+        let call = self.call(None, |mut c| {
+            let req = req.clone();
+            async move { c.agent_watch(req).await }
+        });
+        let r = Self::with_progress(&progress, "watching agents", call).await?;
+        let changes: Vec<AgentChange> = r
+            .transitions
+            .iter()
+            .map(|t| AgentChange {
+                seq: t.seq,
+                id: t.id,
+                name: t.name.clone(),
+                before: results::agent_state_name(t.before()).into(),
+                after: results::agent_state_name(t.after()).into(),
+                reason: t.reason.clone(),
+            })
+            .collect();
+        let mut text: String = changes
+            .iter()
+            .map(|c| format!("{} {}: {} -> {} {}\n", c.id, c.name, c.before, c.after, c.reason))
+            .collect();
+        if changes.is_empty() {
+            text.push_str("No changes before the timeout.\n");
+        }
+        text.push_str(&format!("[cursor={}]", r.cursor));
+        ok(text, &AgentsWatched { changes, cursor: r.cursor })
+    }
+
+    async fn agent_wait(&self, a: AgentWaitArgs, progress: Progress) -> ToolResult {
+        let req = pb::AgentWaitRequest {
+            ids: a.ids,
+            states: a.states.iter().map(|s| agent_state(*s).into()).collect(),
+            mode: match a.mode {
+                ModeArg::All => pb::WaitMode::All,
+                ModeArg::Any => pb::WaitMode::Any,
+            }
+            .into(),
+            timeout_ms: a.timeout_ms.unwrap_or(0),
+        };
+        let call = self.call(None, |mut c| {
+            let req = req.clone();
+            async move { c.agent_wait(req).await }
+        });
+        let r = Self::with_progress(&progress, "waiting for agents", call).await?;
+        let results: Vec<AgentOutcome> = r
+            .results
+            .iter()
+            .map(|x| AgentOutcome {
+                id: x.id,
+                outcome: results::outcome_name(x.outcome()).into(),
+                state: x
+                    .agent
+                    .as_ref()
+                    .map_or("unknown", |g| results::agent_state_name(g.state()))
+                    .into(),
+                sent: None,
+                deduplicated: None,
+                detail: None,
+            })
+            .collect();
+        let text = results
+            .iter()
+            .map(|x| format!("{}: {} ({})", x.id, x.outcome, x.state))
+            .collect::<Vec<_>>()
+            .join("\n");
+        ok(text, &AgentOutcomes { results })
+    }
+
+    async fn agent_send(&self, a: AgentSendArgs, progress: Progress) -> ToolResult {
+        let req = pb::AgentSendRequest {
+            ids: a.ids,
+            text: a.text,
+            wait_ready: Some(a.wait_ready),
+            ready_states: vec![],
+            no_enter: !a.enter,
+            key: a.key.unwrap_or_default(),
+            timeout_ms: a.timeout_ms.unwrap_or(0),
+        };
+        let call = self.call(None, |mut c| {
+            let req = req.clone();
+            async move { c.agent_send(req).await }
+        });
+        let r = Self::with_progress(&progress, "sending", call).await?;
+        let results: Vec<AgentOutcome> = r
+            .results
+            .iter()
+            .map(|x| AgentOutcome {
+                id: x.id,
+                outcome: results::outcome_name(x.outcome()).into(),
+                state: String::new(),
+                sent: Some(x.sent),
+                deduplicated: Some(x.deduplicated),
+                detail: (!x.detail.is_empty()).then(|| x.detail.clone()),
+            })
+            .collect();
+        let text = results
+            .iter()
+            .map(|x| match (x.sent, x.deduplicated) {
+                (Some(true), Some(true)) => format!("{}: already sent with this key", x.id),
+                (Some(true), _) => format!("{}: sent", x.id),
+                _ => format!(
+                    "{}: not sent ({}; {})",
+                    x.id,
+                    x.outcome,
+                    x.detail.as_deref().unwrap_or("")
+                ),
+            })
+            .collect::<Vec<_>>()
+            .join("\n");
+        ok(text, &AgentOutcomes { results })
+    }
+
+    async fn agent_hooks(&self, a: AgentHooksArgs) -> ToolResult {
+        let emitter = std::env::current_exe()
+            .ok()
+            .and_then(|e| Some(e.parent()?.join("portal-cli")))
+            .filter(|p| p.exists())
+            .map(|p| p.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let req = pb::AgentHooksRequest {
+            action: match a.action {
+                HookActionArg::Status => pb::HookAction::Status,
+                HookActionArg::Install => pb::HookAction::Install,
+            }
+            .into(),
+            agent: match a.agent {
+                HookAgentArg::Claude => pb::HookAgent::Claude,
+                HookAgentArg::Codex => pb::HookAgent::Codex,
+                HookAgentArg::All => pb::HookAgent::All,
+            }
+            .into(),
+            dry_run: a.dry_run,
+            emitter,
+            home: std::env::var("HOME").unwrap_or_default(),
+        };
+        let r = self
+            .call(None, |mut c| {
+                let req = req.clone();
+                async move { c.agent_hooks(req).await }
+            })
+            .await?;
+        let reports: Vec<HookStatus> = r
+            .reports
+            .into_iter()
+            .map(|x| HookStatus {
+                agent: x.agent,
+                path: x.path,
+                status: x.status,
+                change: x.change,
+                note: x.note,
+            })
+            .collect();
+        let text = reports
+            .iter()
+            .map(|x| {
+                format!(
+                    "{}: {} ({}){}{}",
+                    x.agent,
+                    x.status,
+                    x.path,
+                    if x.change.is_empty() { String::new() } else { format!("; {}", x.change) },
+                    if x.note.is_empty() { String::new() } else { format!("\n  {}", x.note) }
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("\n");
+        ok(text, &HooksReported { reports })
+    }
+
     async fn program_query(&self, a: QueryArgs) -> ToolResult {
         let p = self
             .call(None, |mut c| {
@@ -710,7 +985,7 @@ mod tests {
     #[test]
     fn every_tool_has_schemas_and_annotations() {
         let tools = tool_table();
-        assert_eq!(tools.len(), 17);
+        assert_eq!(tools.len(), 22);
         for t in &tools {
             assert_eq!(
                 t.input_schema.get("type").and_then(|v| v.as_str()),

@@ -118,6 +118,11 @@ async fn lists_every_tool_with_schemas_and_annotations() {
     assert_eq!(
         names,
         [
+            "agent_hooks",
+            "agent_list",
+            "agent_send",
+            "agent_wait",
+            "agent_watch",
             "process_cleanup",
             "process_clear",
             "process_inspect",
@@ -480,5 +485,37 @@ async fn waits_report_progress_and_cancelling_leaves_the_process_alone() {
     assert_eq!(p.status(), pb::Status::Running);
     shim.ok("process_write", json!({"id": id, "content": "still here\n"})).await;
     wait_for_text(&mut rpc, id, pb::Stream::Stdout, "still here").await;
+    d.stop().await;
+}
+
+#[tokio::test]
+async fn agent_tools_list_wait_and_send() {
+    let (d, shim) = with_daemon().await;
+    let mut rpc = d.rpc();
+    let script =
+        "printf '\\033]3008;portal=1;state=done;name=fake\\033\\\\'; stty -echo; cat > /dev/null";
+    let (_, s) = shim
+        .ok("process_start", json!({"command": "sh", "args": ["-c", script], "pty": true}))
+        .await;
+    let id = s["process"]["id"].as_u64().unwrap();
+    let (_, s) =
+        shim.ok("agent_wait", json!({"ids": [id], "states": ["done"], "timeout_ms": 8000})).await;
+    assert_eq!(s["results"][0]["outcome"], json!("reached"));
+    let (text, s) = shim.ok("agent_list", json!({})).await;
+    assert_eq!(s["summary"], json!("done:1"));
+    assert!(text.contains("fake done (osc)"), "{text}");
+    let (_, s) = shim.ok("agent_send", json!({"ids": [id], "text": "next task", "key": "k"})).await;
+    assert_eq!(
+        (s["results"][0]["sent"].clone(), s["results"][0]["deduplicated"].clone()),
+        (json!(true), json!(false))
+    );
+    let (_, s) = shim.ok("agent_send", json!({"ids": [id], "text": "next task", "key": "k"})).await;
+    assert_eq!(s["results"][0]["deduplicated"], json!(true));
+    wait_for_text(&mut rpc, id, pb::Stream::Stdin, "next task\r").await;
+    let (_, s) =
+        shim.ok("agent_watch", json!({"cursor": 0, "ids": [id], "timeout_ms": 2000})).await;
+    assert!(!s["changes"].as_array().unwrap().is_empty());
+    let e = shim.err("agent_wait", json!({"ids": [9999]})).await;
+    assert!(e.contains("no process with id 9999"), "{e}");
     d.stop().await;
 }

@@ -61,6 +61,11 @@ pub(crate) const EXIT_DRAIN_GRACE: Duration = Duration::from_secs(2);
 /// hold them open forever). The process is then reported ended regardless.
 pub(crate) const EXIT_ABANDON_GRACE: Duration = Duration::from_secs(1);
 
+/// How often a PTY's foreground process group is checked, to discover agents
+/// started inside a shell and to notice when they leave. A syscall and, on
+/// change only, a read of `/proc`: cheap enough for thousands of processes.
+pub(crate) const AGENT_SWEEP: Duration = Duration::from_millis(500);
+
 /// Default terminal size, what most programs assume when nothing says otherwise.
 pub(crate) const DEFAULT_ROWS: u16 = 24;
 /// Default terminal width.

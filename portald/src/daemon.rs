@@ -12,6 +12,7 @@ use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use crate::agents::{AgentEvent, signals};
 use crate::config::Config;
 use crate::proc::actor::{self, ActorParts};
 use crate::proc::spawn::{self, SpawnedPids};
@@ -36,6 +37,10 @@ pub(crate) struct Daemon {
     pub(crate) tracker: TaskTracker,
     /// Cancelling it shuts the daemon down.
     pub(crate) shutdown: CancellationToken,
+    /// Agent state.
+    pub(crate) agents: Arc<crate::agents::Agents>,
+    /// Remembered agent sends.
+    pub(crate) ledger: crate::agents::send::Ledger,
     /// Wall-clock start, ns.
     pub(crate) started_at_ns: i64,
     /// Monotonic start.
@@ -94,7 +99,12 @@ impl Daemon {
             started_at_ns,
         };
         let id = self.store.create_proc(row).await?;
-        let env = spawn::child_env(&spec, id, &self.config.socket);
+        let token = sys::random_hex(16).map_err(|source| ProcError::Io {
+            id,
+            op: "generating a session token",
+            source,
+        })?;
+        let env = spawn::child_env(&spec, id, &token, &self.config.socket);
         let pids = Arc::clone(&self.pids);
         let spawn_spec = spec.clone();
         let spawned =
@@ -133,16 +143,36 @@ impl Daemon {
             facts: ProcFacts {
                 id,
                 shell_integration: spawn::wants_shell_integration(&spec),
+                token,
                 spec,
                 pid,
                 started_at_ns,
             },
+            agents: Arc::clone(&self.agents),
             spawned,
             store: self.store.clone(),
             cancel: self.shutdown.child_token(),
             kill_grace: self.config.kill_grace,
         };
+        let is_pty = matches!(parts.facts.spec.stdio, Stdio::Pty(_));
+        let agent = is_pty
+            .then(|| {
+                signals::identify(
+                    &std::iter::once(parts.facts.spec.command.clone())
+                        .chain(parts.facts.spec.args.iter().cloned())
+                        .collect::<Vec<_>>(),
+                    None,
+                )
+            })
+            .flatten();
+        if is_pty {
+            self.agents.register(id);
+        }
         let handle = actor::start(parts, &self.tracker)?;
+        if let Some((name, kind)) = agent {
+            // The program itself is an agent: known from the start.
+            self.agents.apply(id, AgentEvent::Discovered { name, kind, pid });
+        }
         reservation.fill(handle.clone());
         Ok(handle)
     }
@@ -191,6 +221,7 @@ impl Daemon {
         let this = Arc::clone(self);
         self.detached(async move {
             this.registry.remove(id);
+            this.agents.remove(id);
             this.store.delete(id).await?;
             Ok(id)
         })

@@ -21,6 +21,7 @@
 //! - [`config`]: limits and settings.
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
+mod agents;
 mod ansi;
 pub mod config;
 mod daemon;

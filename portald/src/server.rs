@@ -159,7 +159,10 @@ pub async fn serve(listener: Listener, shutdown: CancellationToken) -> anyhow::R
             }
         }
     }
+    let last_seq = store.read(crate::store::last_agent_seq).await.unwrap_or(0);
     let daemon = Arc::new(Daemon {
+        agents: Arc::new(crate::agents::Agents::new(store.clone(), last_seq)),
+        ledger: crate::agents::send::Ledger::default(),
         config,
         store: store.clone(),
         registry: Registry::default(),

@@ -213,6 +213,37 @@ pub(crate) fn try_lock_exclusive(file: &std::fs::File) -> io::Result<bool> {
     if err.raw_os_error() == Some(libc::EWOULDBLOCK) { Ok(false) } else { Err(err) }
 }
 
+/// The foreground process group of the terminal whose primary side is `fd`.
+pub(crate) fn foreground_pgrp(fd: std::os::fd::RawFd) -> Option<u32> {
+    // SAFETY: tcgetpgrp only reads the terminal's state; an invalid fd yields
+    // -1 and EBADF.
+    let pgrp = unsafe { libc::tcgetpgrp(fd) };
+    u32::try_from(pgrp).ok().filter(|p| *p > 0)
+}
+
+/// `n` random bytes from the kernel, as lowercase hex.
+pub(crate) fn random_hex(n: usize) -> io::Result<String> {
+    use std::io::Read as _;
+    let mut buf = vec![0u8; n];
+    std::fs::File::open("/dev/urandom")?.read_exact(&mut buf)?;
+    Ok(buf.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+/// The command line of a process (`/proc/<pid>/cmdline`) and its
+/// executable's path, for recognising agents.
+pub(crate) fn command_line(pid: u32) -> Option<(Vec<String>, Option<String>)> {
+    let raw = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+    let argv: Vec<String> = raw
+        .split(|b| *b == 0)
+        .filter(|a| !a.is_empty())
+        .map(|a| String::from_utf8_lossy(a).into_owned())
+        .collect();
+    let exe = std::fs::read_link(format!("/proc/{pid}/exe"))
+        .ok()
+        .map(|p| p.to_string_lossy().into_owned());
+    Some((argv, exe))
+}
+
 /// A new file descriptor for the same open file as `fd` (close-on-exec).
 ///
 /// Used for the PTY's primary side: portable-pty's own writer sends a newline

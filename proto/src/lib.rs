@@ -9,6 +9,7 @@
 
 pub mod client;
 pub mod launch;
+pub mod osc3008;
 pub mod paths;
 
 /// Generated protobuf messages and gRPC stubs for package `portal.v1`.

@@ -318,3 +318,31 @@ pub fn is_dead(pid: u32) -> bool {
         }
     }
 }
+
+/// A binary built beside the test binaries (`portal-cli`, `portald`).
+///
+/// # Panics
+/// When it was not built.
+#[must_use]
+pub fn sibling_binary(name: &str) -> PathBuf {
+    let exe = std::env::current_exe().expect("current exe");
+    let dir = exe.parent().expect("exe dir");
+    let candidates = [dir.join(name), dir.parent().map(|p| p.join(name)).unwrap_or_default()];
+    candidates.into_iter().find(|p| p.is_file()).unwrap_or_else(|| {
+        panic!("{name} is not built beside {}; run `cargo build --workspace`", exe.display())
+    })
+}
+
+/// Polls `check` until it returns `Some`, bounded by [`timeout`]. Only for
+/// facts Portal exposes no event for (a process found by a periodic sweep).
+pub async fn wait_until<T>(what: &str, mut check: impl AsyncFnMut() -> Option<T>) -> T {
+    bounded(what, async {
+        loop {
+            if let Some(v) = check().await {
+                return v;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+}

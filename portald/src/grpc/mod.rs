@@ -4,6 +4,7 @@
 //! Activity: every rpc that names a process (all but GetInfo, List, KillAll,
 //! the registry and Shutdown) counts as client activity for its idle timeout.
 
+pub(crate) mod agents;
 pub(crate) mod attach;
 pub(crate) mod auth;
 pub(crate) mod convert;
@@ -250,6 +251,36 @@ impl Portal for PortalService {
         let items = convert::key_items(&req.keys)?;
         let handle = self.daemon.get(&target)?;
         ok(pb::SendKeysResponse { written: waits::send_keys(&handle, &items).await? })
+    }
+
+    async fn agent_list(&self, req: Request<pb::AgentListRequest>) -> Reply<pb::AgentListResponse> {
+        ok(agents::list(&self.daemon, req.get_ref())?)
+    }
+
+    async fn agent_watch(
+        &self,
+        req: Request<pb::AgentWatchRequest>,
+    ) -> Reply<pb::AgentWatchResponse> {
+        ok(agents::watch(&self.daemon, req.into_inner()).await?)
+    }
+
+    async fn agent_wait(&self, req: Request<pb::AgentWaitRequest>) -> Reply<pb::AgentWaitResponse> {
+        ok(agents::wait(&self.daemon, req.into_inner()).await?)
+    }
+
+    async fn agent_send(&self, req: Request<pb::AgentSendRequest>) -> Reply<pb::AgentSendResponse> {
+        ok(agents::send(&self.daemon, req.into_inner()).await?)
+    }
+
+    async fn emit(&self, req: Request<pb::EmitRequest>) -> Reply<pb::EmitResponse> {
+        ok(agents::emit(&self.daemon, req.into_inner())?)
+    }
+
+    async fn agent_hooks(
+        &self,
+        req: Request<pb::AgentHooksRequest>,
+    ) -> Reply<pb::AgentHooksResponse> {
+        ok(agents::hooks(req.get_ref())?)
     }
 
     async fn program_query(&self, req: Request<pb::ProgramQueryRequest>) -> Reply<pb::Program> {

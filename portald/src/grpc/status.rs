@@ -23,6 +23,11 @@ pub(crate) fn code(err: &ProcError) -> Code {
         | ProcError::StdinClosed(_) => Code::FailedPrecondition,
         ProcError::OffsetPastEnd { .. } => Code::OutOfRange,
         ProcError::TooMany { .. } | ProcError::InputBacklog { .. } => Code::ResourceExhausted,
+        ProcError::BadToken(_) => Code::PermissionDenied,
+        ProcError::Hooks(crate::agents::hooks::HookError::Malformed { .. }) => {
+            Code::FailedPrecondition
+        }
+        ProcError::Hooks(crate::agents::hooks::HookError::Io { .. }) => Code::Internal,
         ProcError::ShuttingDown => Code::Unavailable,
         ProcError::Gone(_) | ProcError::Io { .. } | ProcError::Store(_) => Code::Internal,
     }
@@ -79,6 +84,7 @@ mod tests {
                 Code::OutOfRange,
             ),
             (ProcError::ShuttingDown, Code::Unavailable),
+            (ProcError::BadToken(ProcId(1)), Code::PermissionDenied),
             (
                 ProcError::BadKey(crate::proc::keys::UnknownKey("Entr".into())),
                 Code::InvalidArgument,

@@ -42,10 +42,12 @@ use super::{
     Attachment, Chunk, EndReason, LiveEvent, ProcError, ProcFacts, ProcHandle, ProcRequest,
     ProcStatus, Published, Shared, Stdio, StreamId, TermSize,
 };
+use crate::agents::{AgentEvent, Agents, signals as agent_signals};
 use crate::config::{
-    BROADCAST_CHUNKS, EXIT_ABANDON_GRACE, EXIT_DRAIN_GRACE, MAX_RECORD_BYTES, REQUEST_QUEUE,
-    STDIN_BACKLOG_BYTES,
+    AGENT_SWEEP, BROADCAST_CHUNKS, EXIT_ABANDON_GRACE, EXIT_DRAIN_GRACE, MAX_RECORD_BYTES,
+    REQUEST_QUEUE, STDIN_BACKLOG_BYTES,
 };
+use crate::osc::TermSignal;
 use crate::screen::Screen;
 use crate::store::{StatusUpdate, Store};
 use crate::sys::{self, ExitInfo};
@@ -77,11 +79,13 @@ pub(crate) struct ActorParts {
     pub(crate) cancel: CancellationToken,
     /// Grace between the polite signal and SIGKILL at shutdown.
     pub(crate) kill_grace: Duration,
+    /// Agent state, fed with this process's signals.
+    pub(crate) agents: Arc<Agents>,
 }
 
 /// Starts the actor on `tracker` and returns the handle.
 pub(crate) fn start(parts: ActorParts, tracker: &TaskTracker) -> Result<ProcHandle, ProcError> {
-    let ActorParts { facts, spawned, store, cancel, kill_grace } = parts;
+    let ActorParts { facts, spawned, store, cancel, kill_grace, agents } = parts;
     let id = facts.id;
     let size = match facts.spec.stdio {
         Stdio::Pty(size) => Some(size),
@@ -131,6 +135,9 @@ pub(crate) fn start(parts: ActorParts, tracker: &TaskTracker) -> Result<ProcHand
         warned_store: false,
         osc: crate::osc::OscScanner::default(),
         prompt_marks: 0,
+        agents,
+        fg_pgrp: None,
+        last_osc_seq: None,
         clock_base: (Instant::now(), sys::monotonic_ns()),
     };
     tracker.spawn(actor.run(req_rx, output, exit));
@@ -162,6 +169,11 @@ pub(crate) struct ProcActor {
     osc: crate::osc::OscScanner,
     /// Shell-integration marks (OSC 133 `D`) seen so far.
     prompt_marks: u64,
+    agents: Arc<Agents>,
+    /// The PTY's foreground process group at the last sweep.
+    fg_pgrp: Option<u32>,
+    /// Sequence number of the last OSC 3008 record (replays are dropped).
+    last_osc_seq: Option<u64>,
     /// A tokio instant and the monotonic clock reading taken together, to turn
     /// stored monotonic times into timer deadlines.
     clock_base: (Instant, i64),
@@ -188,6 +200,8 @@ impl ProcActor {
         let timer = tokio::time::sleep(Duration::ZERO);
         tokio::pin!(timer);
         let mut armed: Option<Instant> = None;
+        let mut sweep = tokio::time::interval(AGENT_SWEEP);
+        sweep.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             let next = self.next_deadline();
             if next != armed {
@@ -219,6 +233,7 @@ impl ProcActor {
                     armed = None;
                     self.on_deadline();
                 }
+                _ = sweep.tick(), if self.primary.is_some() && self.exit.is_none() => self.sweep_foreground(),
                 () = self.cancel.cancelled(), if !stopping => {
                     stopping = true;
                     self.on_shutdown();
@@ -257,11 +272,7 @@ impl ProcActor {
             let mut signals = Vec::new();
             self.osc.scan(&data, &mut signals);
             for signal in signals {
-                if let crate::osc::TermSignal::Osc(body) = signal
-                    && body.starts_with(b"133;D")
-                {
-                    self.prompt_marks += 1;
-                }
+                self.on_term_signal(signal);
             }
         }
         self.record(stream, data).await;
@@ -293,6 +304,53 @@ impl ProcActor {
         offset
     }
 
+    fn on_term_signal(&mut self, signal: TermSignal) {
+        let event = match signal {
+            TermSignal::Bell => AgentEvent::Bell,
+            TermSignal::Osc(body) => {
+                if body.starts_with(b"133;D") {
+                    self.prompt_marks += 1;
+                    return;
+                }
+                let Some(report) = agent_signals::from_osc(&body) else { return };
+                if let Some(seq) = report.seq {
+                    if self.last_osc_seq.is_some_and(|last| seq <= last) {
+                        return;
+                    }
+                    self.last_osc_seq = Some(seq);
+                }
+                report.event
+            }
+        };
+        self.agents.apply(self.id(), event);
+    }
+
+    /// Looks at the PTY's foreground process group: a recognised agent
+    /// coming to the foreground is discovered; the foreground going back to
+    /// the shell ends the agent.
+    fn sweep_foreground(&mut self) {
+        let Some(fd) = self.primary.as_ref().and_then(|p| p.as_raw_fd()) else { return };
+        let pgrp = sys::foreground_pgrp(fd);
+        if pgrp == self.fg_pgrp {
+            return;
+        }
+        self.fg_pgrp = pgrp;
+        let Some(pgrp) = pgrp else { return };
+        let discovered = (pgrp != self.pid())
+            .then(|| sys::command_line(pgrp))
+            .flatten()
+            .and_then(|(argv, exe)| agent_signals::identify(&argv, exe.as_deref()));
+        match discovered {
+            Some((name, kind)) => {
+                self.agents.apply(self.id(), AgentEvent::Discovered { name, kind, pid: pgrp });
+            }
+            None if pgrp == self.pid() => {
+                self.agents.apply(self.id(), AgentEvent::ForegroundLeft);
+            }
+            None => {}
+        }
+    }
+
     fn on_exit(&mut self, res: std::io::Result<ExitInfo>) {
         let exit = res.unwrap_or_else(|e| {
             tracing::warn!(proc = %self.id(), error = %e, "waitpid failed; exit status unknown");
@@ -300,6 +358,10 @@ impl ProcActor {
         });
         tracing::info!(proc = %self.id(), code = ?exit.code, signal = ?exit.signal, "program exited");
         self.exit = Some(exit);
+        if self.primary.is_some() {
+            self.agents
+                .apply(self.id(), AgentEvent::ChildExited { code: exit.code, signal: exit.signal });
+        }
         self.input.close();
         if self.open_streams > 0 {
             self.ending = Ending::Draining;
@@ -415,6 +477,19 @@ impl ProcActor {
         match req {
             ProcRequest::Write { data, reply } => {
                 let res = self.write(data).await;
+                let _ = reply.send(res);
+            }
+            ProcRequest::WriteParts { parts, gap, reply } => {
+                let mut res = Ok(());
+                for (i, part) in parts.into_iter().enumerate() {
+                    if i > 0 {
+                        self.input.gap(gap);
+                    }
+                    if let Err(e) = self.write(part).await {
+                        res = Err(e);
+                        break;
+                    }
+                }
                 let _ = reply.send(res);
             }
             ProcRequest::CloseStdin { reply } => {

@@ -212,6 +212,14 @@ pub(crate) enum ProcError {
         /// The limit.
         limit: usize,
     },
+    /// A hook report with the wrong token for its process.
+    #[error(
+        "the token does not match process {0}; reports must come from inside it (PORTAL_SESSION_TOKEN)"
+    )]
+    BadToken(ProcId),
+    /// A hooks file could not be edited.
+    #[error(transparent)]
+    Hooks(#[from] crate::agents::hooks::HookError),
     /// A key name outside the grammar.
     #[error(transparent)]
     BadKey(#[from] keys::UnknownKey),
@@ -343,6 +351,8 @@ pub(crate) struct ProcFacts {
     pub(crate) started_at_ns: i64,
     /// Portal injected shell integration (OSC 133 marks) into this shell.
     pub(crate) shell_integration: bool,
+    /// Secret in the child's environment that authenticates its hook reports.
+    pub(crate) token: String,
 }
 
 /// The state the actor publishes on every change.
@@ -363,6 +373,16 @@ pub(crate) enum ProcRequest {
         data: Bytes,
         /// Offset of the bytes in the stdin stream.
         reply: oneshot::Sender<Result<u64, ProcError>>,
+    },
+    /// Write several parts in order, nothing else between them, with a
+    /// pause between parts (a prompt, then its Enter).
+    WriteParts {
+        /// The parts.
+        parts: Vec<Bytes>,
+        /// Pause between parts.
+        gap: Duration,
+        /// Done.
+        reply: oneshot::Sender<Result<(), ProcError>>,
     },
     /// Close input.
     CloseStdin {
@@ -463,6 +483,16 @@ impl ProcHandle {
     /// Writes input; returns its offset in the stdin stream.
     pub(crate) async fn write(&self, data: Bytes) -> Result<u64, ProcError> {
         self.ask(|reply| ProcRequest::Write { data, reply }).await?
+    }
+
+    /// Writes parts in order with `gap` between them, atomically with
+    /// respect to every other write.
+    pub(crate) async fn write_parts(
+        &self,
+        parts: Vec<Bytes>,
+        gap: Duration,
+    ) -> Result<(), ProcError> {
+        self.ask(|reply| ProcRequest::WriteParts { parts, gap, reply }).await?
     }
 
     /// Closes input.

@@ -28,6 +28,9 @@ use super::{ProcError, ProcId, ProcSpec, Stdio, StreamId, TermSize};
 use crate::config::{OUTPUT_QUEUE_CHUNKS, READ_CHUNK_BYTES};
 use crate::sys::{self, ExitInfo};
 
+/// Longest pause honoured between two input writes.
+const MAX_INPUT_GAP: std::time::Duration = std::time::Duration::from_millis(500);
+
 /// Stack of the I/O threads: they only loop over read/write/waitpid, and a
 /// small stack keeps a thousand idle processes cheap.
 const IO_THREAD_STACK_BYTES: usize = 128 << 10;
@@ -87,6 +90,8 @@ impl std::fmt::Debug for Spawned {
 
 enum InputMsg {
     Data(Bytes),
+    /// Pause before the next write (between a prompt and its Enter).
+    Gap(std::time::Duration),
     Close,
 }
 
@@ -138,6 +143,14 @@ impl InputWriter {
             return false;
         }
         true
+    }
+
+    /// Queues a pause before the next write.
+    pub(crate) fn gap(&self, d: std::time::Duration) {
+        if let Some(tx) = &self.tx {
+            // The thread may be gone (program exited); then there is no next write.
+            let _ = tx.send(InputMsg::Gap(d));
+        }
     }
 
     /// Closes input after everything queued is written.
@@ -208,6 +221,7 @@ pub(crate) fn wants_shell_integration(spec: &ProcSpec) -> bool {
 pub(crate) fn child_env(
     spec: &ProcSpec,
     id: ProcId,
+    token: &str,
     socket: &Path,
 ) -> BTreeMap<std::ffi::OsString, std::ffi::OsString> {
     let mut env: BTreeMap<_, _> = std::env::vars_os().collect();
@@ -222,6 +236,7 @@ pub(crate) fn child_env(
     }
     env.insert("PORTAL_SOCKET".into(), socket.as_os_str().to_owned());
     env.insert("PORTAL_SESSION_ID".into(), id.0.to_string().into());
+    env.insert("PORTAL_SESSION_TOKEN".into(), token.into());
     env
 }
 
@@ -446,6 +461,11 @@ fn start_writer(id: ProcId, mut dst: impl Write + Send + 'static) -> std::io::Re
                     }
                     counter.fetch_sub(data.len(), Ordering::AcqRel);
                 }
+                #[allow(
+                    clippy::disallowed_methods,
+                    reason = "a dedicated writer thread, not a runtime worker"
+                )]
+                InputMsg::Gap(d) => std::thread::sleep(d.min(MAX_INPUT_GAP)),
                 InputMsg::Close => break,
             }
         }

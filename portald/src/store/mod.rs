@@ -144,6 +144,7 @@ enum Msg {
         reply: oneshot::Sender<Result<ProcId, StoreError>>,
     },
     Status(StatusUpdate),
+    Transition(crate::agents::Transition),
     Clear {
         id: ProcId,
         starts: [u64; 3],
@@ -269,6 +270,14 @@ impl Store {
         let (reply, rx) = oneshot::channel();
         self.send(Msg::Flush { reply }).await?;
         rx.await.map_err(|_| StoreError::Closed)
+    }
+
+    /// Appends an agent transition to the history (without waiting: the
+    /// queue holds thousands; if it is ever full the loss is logged).
+    pub(crate) fn record_transition(&self, t: crate::agents::Transition) {
+        if let Err(e) = self.tx.try_send(Msg::Transition(t)) {
+            tracing::warn!(error = %e, "agent history not recorded: the store queue is full");
+        }
     }
 
     /// Asks the writer to commit everything queued and stop. Later sends fail
@@ -487,6 +496,21 @@ fn apply(
             replies.push(Reply::Program(reply, row));
         }
         Msg::Flush { reply } => replies.push(Reply::Flushed(reply)),
+        Msg::Transition(t) => {
+            tx.prepare_cached(
+                "INSERT OR REPLACE INTO agent_events (seq, proc_id, at_ns, before, after, source, name, reason) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+            )?
+            .execute(params![
+                to_i64(t.seq),
+                to_i64(t.id.0),
+                t.at_ns,
+                t.before.as_str(),
+                t.after.as_str(),
+                t.source.as_str(),
+                t.name,
+                t.reason
+            ])?;
+        }
         Msg::Close => {}
     }
     Ok(())
@@ -547,6 +571,62 @@ pub(crate) fn load_program(
             },
         )
         .optional()?)
+}
+
+/// The highest agent transition sequence number recorded.
+pub(crate) fn last_agent_seq(conn: &Connection) -> Result<u64, StoreError> {
+    let v: i64 =
+        conn.query_row("SELECT coalesce(max(seq), 0) FROM agent_events", [], |r| r.get(0))?;
+    Ok(u64::try_from(v).unwrap_or(0))
+}
+
+/// Recorded transitions after `since`, oldest first, at most `limit`.
+pub(crate) fn agent_events_after(
+    conn: &Connection,
+    since: u64,
+    limit: usize,
+) -> Result<Vec<crate::agents::Transition>, StoreError> {
+    use crate::agents::{AgentState, Source, Transition};
+    let mut stmt = conn.prepare_cached(
+        "SELECT seq, proc_id, at_ns, before, after, source, name, reason FROM agent_events WHERE seq > ?1 ORDER BY seq LIMIT ?2",
+    )?;
+    let rows =
+        stmt.query_map(params![to_i64(since), i64::try_from(limit).unwrap_or(i64::MAX)], |r| {
+            Ok((
+                r.get::<_, i64>(0)?,
+                r.get::<_, i64>(1)?,
+                r.get::<_, i64>(2)?,
+                r.get::<_, String>(3)?,
+                r.get::<_, String>(4)?,
+                r.get::<_, String>(5)?,
+                r.get::<_, Option<String>>(6)?,
+                r.get::<_, Option<String>>(7)?,
+            ))
+        })?;
+    let mut out = Vec::new();
+    for row in rows {
+        let (seq, id, at_ns, before, after, source, name, reason) = row?;
+        let state = |s: &str| {
+            AgentState::parse(s).ok_or_else(|| StoreError::Corrupt(format!("agent state {s:?}")))
+        };
+        let source = match source.as_str() {
+            "hook" => Source::Hook,
+            "osc" => Source::Osc,
+            "heuristic" => Source::Heuristic,
+            _ => Source::Lifecycle,
+        };
+        out.push(Transition {
+            seq: u64::try_from(seq).unwrap_or(0),
+            id: ProcId(u64::try_from(id).unwrap_or(0)),
+            before: state(&before)?,
+            after: state(&after)?,
+            source,
+            name,
+            reason,
+            at_ns,
+        });
+    }
+    Ok(out)
 }
 
 /// A piece of one stream read back from the log.

@@ -8,6 +8,7 @@
 //!   monotonic timestamps, raw bytes. Indexed by offset and by monotonic time
 //!   so every read is a range scan, never a full scan.
 //! - `programs`: the "does it need a PTY" registry.
+//! - `agent_events`: agent state transitions, by global sequence number.
 
 use rusqlite::Connection;
 
@@ -55,6 +56,19 @@ const MIGRATIONS: &[&str] = &[
         notes                TEXT NOT NULL DEFAULT '',
         confirmed_count      INTEGER NOT NULL,
         last_confirmed_at_ns INTEGER NOT NULL
+    );
+    ",
+    // 2: agent state history.
+    r"
+    CREATE TABLE agent_events (
+        seq     INTEGER PRIMARY KEY,
+        proc_id INTEGER NOT NULL,
+        at_ns   INTEGER NOT NULL,
+        before  TEXT NOT NULL,
+        after   TEXT NOT NULL,
+        source  TEXT NOT NULL,
+        name    TEXT,
+        reason  TEXT
     );
     ",
 ];

@@ -3,6 +3,7 @@
 //! One integration binary; one module per area.
 #![allow(clippy::unwrap_used, reason = "a test fails loudly on the first unexpected error")]
 
+mod agents;
 mod capture;
 mod daemon;
 mod errors;

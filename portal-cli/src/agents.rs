@@ -1,0 +1,473 @@
+//! Agent commands: `agents` (list, `--watch`, `wait`, `send`), `hooks`, and
+//! `emit`, the command agents' hooks run to report their state.
+
+use std::io::{IsTerminal as _, Read as _, Write as _};
+use std::time::Duration;
+
+use clap::{Args, Subcommand, ValueEnum};
+use portal_proto::client::Client;
+use portal_proto::v1 as pb;
+use serde_json::json;
+
+use crate::fmt::{self, print_json};
+use crate::{Failure, JsonFlag, Outcome};
+
+/// Agent states, as hooks and commands name them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+#[value(rename_all = "snake_case")]
+pub(crate) enum State {
+    /// Working on a turn.
+    Running,
+    /// Needs a person or orchestrator.
+    AwaitingInput,
+    /// Finished its turn.
+    Done,
+    /// Alive with no task.
+    Idle,
+    /// Gone.
+    Exited,
+    /// No signal yet.
+    Unknown,
+}
+
+impl State {
+    fn pb(self) -> pb::AgentState {
+        match self {
+            Self::Running => pb::AgentState::Running,
+            Self::AwaitingInput => pb::AgentState::AwaitingInput,
+            Self::Done => pb::AgentState::Done,
+            Self::Idle => pb::AgentState::Idle,
+            Self::Exited => pb::AgentState::Exited,
+            Self::Unknown => pb::AgentState::Unknown,
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Self::Running => "running",
+            Self::AwaitingInput => "awaiting_input",
+            Self::Done => "done",
+            Self::Idle => "idle",
+            Self::Exited => "exited",
+            Self::Unknown => "unknown",
+        }
+    }
+}
+
+fn state_name(s: pb::AgentState) -> &'static str {
+    match s {
+        pb::AgentState::Running => "running",
+        pb::AgentState::AwaitingInput => "awaiting_input",
+        pb::AgentState::Done => "done",
+        pb::AgentState::Idle => "idle",
+        pb::AgentState::Exited => "exited",
+        pb::AgentState::Unknown | pb::AgentState::Unspecified => "unknown",
+    }
+}
+
+fn source_name(s: pb::AgentSource) -> &'static str {
+    match s {
+        pb::AgentSource::Hook => "hook",
+        pb::AgentSource::Osc => "osc",
+        pb::AgentSource::Heuristic => "heuristic",
+        pb::AgentSource::Lifecycle | pb::AgentSource::Unspecified => "lifecycle",
+    }
+}
+
+fn outcome_name(o: pb::AgentWaitOutcome) -> &'static str {
+    match o {
+        pb::AgentWaitOutcome::Reached => "reached",
+        pb::AgentWaitOutcome::Timeout => "timeout",
+        pb::AgentWaitOutcome::Exited => "exited",
+        pb::AgentWaitOutcome::Vanished => "vanished",
+        pb::AgentWaitOutcome::Stopped | pb::AgentWaitOutcome::Unspecified => "stopped",
+    }
+}
+
+/// Arguments of `agents`.
+#[derive(Debug, Args)]
+pub(crate) struct AgentsArgs {
+    #[command(subcommand)]
+    command: Option<AgentsCommand>,
+    /// Only agents in these states.
+    #[arg(long, value_enum, value_delimiter = ',')]
+    state: Vec<State>,
+    /// Redraw on every change, until Ctrl-C.
+    #[arg(short, long)]
+    watch: bool,
+    #[command(flatten)]
+    out: JsonFlag,
+}
+
+#[derive(Debug, Subcommand)]
+enum AgentsCommand {
+    /// Wait until agents reach a state; exit 0 when they did.
+    Wait {
+        /// Agents' process ids.
+        #[arg(required = true)]
+        ids: Vec<u64>,
+        /// Target states [default: awaiting_input,done,idle].
+        #[arg(long, value_enum, value_delimiter = ',')]
+        state: Vec<State>,
+        /// Return when the first one gets there (default: all).
+        #[arg(long)]
+        any: bool,
+        /// Give up after this long [default: 30s; capped by the daemon].
+        #[arg(long, value_parser = fmt::parse_duration)]
+        timeout: Option<Duration>,
+        #[command(flatten)]
+        out: JsonFlag,
+    },
+    /// Send a prompt once the agents are ready: agents send IDS... -- TEXT
+    Send {
+        /// Agents' process ids.
+        #[arg(required = true)]
+        ids: Vec<u64>,
+        /// Idempotency key: a retry with the same key is not typed twice.
+        #[arg(long)]
+        key: Option<String>,
+        /// Send even if the agent is not in a ready state.
+        #[arg(long)]
+        no_wait: bool,
+        /// Do not press Enter after the text.
+        #[arg(long)]
+        no_enter: bool,
+        /// How long to wait for readiness.
+        #[arg(long, value_parser = fmt::parse_duration)]
+        timeout: Option<Duration>,
+        #[command(flatten)]
+        out: JsonFlag,
+        /// The prompt, after `--`.
+        #[arg(required = true, last = true)]
+        text: Vec<String>,
+    },
+}
+
+fn ms(d: Option<Duration>) -> u64 {
+    d.map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+fn agent_json(a: &pb::Agent) -> serde_json::Value {
+    json!({
+        "id": a.id, "name": a.name, "kind": a.kind, "state": state_name(a.state()),
+        "source": source_name(a.source()), "exact": a.exact, "reason": a.reason, "event": a.event,
+        "since_ns": a.since_ns, "age_ms": a.age_ms, "session_id": a.session_id, "pid": a.pid,
+        "process_status": fmt::status_name(a.process_status()),
+    })
+}
+
+fn print_agents(r: &pb::AgentListResponse) {
+    if r.agents.is_empty() {
+        println!("No agents.");
+        return;
+    }
+    println!("{:>4}  {:<10} {:<15} {:<10} {:>6}  REASON", "ID", "NAME", "STATE", "SOURCE", "AGE");
+    for a in &r.agents {
+        let state = if fmt::color() {
+            let code = match a.state() {
+                pb::AgentState::AwaitingInput => "1;33",
+                pb::AgentState::Done => "32",
+                pb::AgentState::Running => "36",
+                _ => "2",
+            };
+            format!("\x1b[{code}m{:<15}\x1b[0m", state_name(a.state()))
+        } else {
+            format!("{:<15}", state_name(a.state()))
+        };
+        let source = format!("{}{}", source_name(a.source()), if a.exact { "" } else { "?" });
+        println!(
+            "{:>4}  {:<10} {state} {:<10} {:>6}  {}",
+            a.id,
+            a.name,
+            source,
+            fmt::short_duration(a.age_ms),
+            a.reason
+        );
+    }
+    println!("{}", r.summary);
+}
+
+/// `agents` and its subcommands.
+pub(crate) async fn agents(client: &Client, a: AgentsArgs) -> Outcome {
+    let mut rpc = client.rpc();
+    match a.command {
+        None => {
+            let states: Vec<i32> = a.state.iter().map(|s| s.pb().into()).collect();
+            let list =
+                rpc.agent_list(pb::AgentListRequest { states: states.clone() }).await?.into_inner();
+            if a.out.json {
+                print_json(
+                    &json!({"agents": list.agents.iter().map(agent_json).collect::<Vec<_>>(), "summary": list.summary}),
+                );
+            } else {
+                print_agents(&list);
+            }
+            if !a.watch {
+                return Ok(());
+            }
+            let mut cursor = u64::MAX;
+            let first = rpc
+                .agent_watch(pb::AgentWatchRequest {
+                    since: cursor,
+                    timeout_ms: 1,
+                    ..Default::default()
+                })
+                .await?
+                .into_inner();
+            cursor = first.cursor;
+            loop {
+                let w = rpc
+                    .agent_watch(pb::AgentWatchRequest {
+                        since: cursor,
+                        timeout_ms: 0,
+                        ..Default::default()
+                    })
+                    .await?
+                    .into_inner();
+                cursor = w.cursor;
+                if w.transitions.is_empty() {
+                    continue;
+                }
+                let list = rpc
+                    .agent_list(pb::AgentListRequest { states: states.clone() })
+                    .await?
+                    .into_inner();
+                if a.out.json {
+                    for t in &w.transitions {
+                        print_json(
+                            &json!({"seq": t.seq, "id": t.id, "before": state_name(t.before()), "after": state_name(t.after()), "name": t.name, "reason": t.reason}),
+                        );
+                    }
+                } else {
+                    if fmt::color() {
+                        print!("\x1b[H\x1b[2J");
+                    }
+                    print_agents(&list);
+                }
+                let _ = std::io::stdout().flush();
+            }
+        }
+        Some(AgentsCommand::Wait { ids, state, any, timeout, out }) => {
+            let req = pb::AgentWaitRequest {
+                ids,
+                states: state.iter().map(|s| s.pb().into()).collect(),
+                mode: if any { pb::WaitMode::Any } else { pb::WaitMode::All }.into(),
+                timeout_ms: ms(timeout),
+            };
+            let r = rpc.agent_wait(req).await?.into_inner();
+            let reached = r.results.iter().map(|x| x.outcome() == pb::AgentWaitOutcome::Reached);
+            let ok =
+                if any { reached.into_iter().any(|b| b) } else { reached.into_iter().all(|b| b) };
+            if out.json {
+                print_json(
+                    &json!({"results": r.results.iter().map(|x| json!({"id": x.id, "outcome": outcome_name(x.outcome()), "agent": x.agent.as_ref().map(agent_json)})).collect::<Vec<_>>()}),
+                );
+            } else {
+                for x in &r.results {
+                    let st = x.agent.as_ref().map_or("unknown", |a| state_name(a.state()));
+                    println!("{}: {} ({st})", x.id, outcome_name(x.outcome()));
+                }
+            }
+            if ok { Ok(()) } else { Err(Failure::Silent) }
+        }
+        Some(AgentsCommand::Send { ids, key, no_wait, no_enter, timeout, out, text }) => {
+            let req = pb::AgentSendRequest {
+                ids,
+                text: text.join(" "),
+                wait_ready: Some(!no_wait),
+                ready_states: vec![],
+                no_enter,
+                key: key.unwrap_or_default(),
+                timeout_ms: ms(timeout),
+            };
+            let r = rpc.agent_send(req).await?.into_inner();
+            if out.json {
+                print_json(
+                    &json!({"results": r.results.iter().map(|x| json!({"id": x.id, "sent": x.sent, "deduplicated": x.deduplicated, "outcome": outcome_name(x.outcome()), "detail": x.detail})).collect::<Vec<_>>()}),
+                );
+            } else {
+                for x in &r.results {
+                    let what = match (x.sent, x.deduplicated) {
+                        (true, true) => "already sent (same key)".to_owned(),
+                        (true, false) => "sent".to_owned(),
+                        (false, _) => {
+                            format!("not sent: {} ({})", x.detail, outcome_name(x.outcome()))
+                        }
+                    };
+                    println!("{}: {what}", x.id);
+                }
+            }
+            if r.results.iter().all(|x| x.sent) { Ok(()) } else { Err(Failure::Silent) }
+        }
+    }
+}
+
+/// Which agents' hooks.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub(crate) enum HookTarget {
+    /// Claude Code.
+    Claude,
+    /// Codex.
+    Codex,
+    /// Both.
+    All,
+}
+
+/// `hooks` subcommands.
+#[derive(Debug, Subcommand)]
+pub(crate) enum HooksCommand {
+    /// Add Portal's hooks (idempotent).
+    Install {
+        /// Which agent.
+        #[arg(value_enum, default_value = "all")]
+        agent: HookTarget,
+        /// Show the change without writing.
+        #[arg(long)]
+        dry_run: bool,
+    },
+    /// Remove Portal's hooks.
+    Uninstall {
+        /// Which agent.
+        #[arg(value_enum, default_value = "all")]
+        agent: HookTarget,
+        /// Show the change without writing.
+        #[arg(long)]
+        dry_run: bool,
+    },
+    /// Report what is installed and what is left to do.
+    Status {
+        /// Which agent.
+        #[arg(value_enum, default_value = "all")]
+        agent: HookTarget,
+        #[command(flatten)]
+        out: JsonFlag,
+    },
+}
+
+/// `hooks`.
+pub(crate) async fn hooks(client: &Client, cmd: HooksCommand) -> Outcome {
+    let (action, agent, dry_run, json_out) = match cmd {
+        HooksCommand::Install { agent, dry_run } => {
+            (pb::HookAction::Install, agent, dry_run, false)
+        }
+        HooksCommand::Uninstall { agent, dry_run } => {
+            (pb::HookAction::Uninstall, agent, dry_run, false)
+        }
+        HooksCommand::Status { agent, out } => (pb::HookAction::Status, agent, false, out.json),
+    };
+    let emitter = std::env::current_exe()
+        .and_then(std::fs::canonicalize)
+        .map(|p| p.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let req = pb::AgentHooksRequest {
+        action: action.into(),
+        agent: match agent {
+            HookTarget::Claude => pb::HookAgent::Claude,
+            HookTarget::Codex => pb::HookAgent::Codex,
+            HookTarget::All => pb::HookAgent::All,
+        }
+        .into(),
+        dry_run,
+        emitter,
+        home: std::env::var("HOME").unwrap_or_default(),
+    };
+    let r = client.rpc().agent_hooks(req).await?.into_inner();
+    if json_out {
+        print_json(&json!(r.reports.iter().map(|x| json!({"agent": x.agent, "path": x.path, "status": x.status, "note": x.note})).collect::<Vec<_>>()));
+        return Ok(());
+    }
+    for x in &r.reports {
+        println!("{}: {} ({})", x.agent, x.status, x.path);
+        if !x.change.is_empty() {
+            println!("  {}", x.change);
+        }
+        if !x.note.is_empty() {
+            println!("  note: {}", x.note);
+        }
+        if dry_run && !x.preview.is_empty() {
+            println!("--- {} as it would be ---\n{}", x.path, x.preview);
+        }
+    }
+    Ok(())
+}
+
+/// Arguments of `emit`.
+#[derive(Debug, Args)]
+pub(crate) struct EmitArgs {
+    /// The state to report.
+    #[arg(value_enum)]
+    state: State,
+    /// The hook event (Stop, Notification, ...).
+    #[arg(long, default_value = "")]
+    event: String,
+    /// The agent's name.
+    #[arg(long, default_value = "")]
+    name: String,
+    /// Why (permission, question, idle_reminder).
+    #[arg(long, default_value = "")]
+    reason: String,
+}
+
+/// Largest hook payload read from stdin.
+const MAX_PAYLOAD: u64 = 1 << 20;
+
+/// How long `emit` waits for a hook's stdin to end (hooks close it at once).
+const PAYLOAD_WAIT: Duration = Duration::from_secs(2);
+
+fn read_payload() -> String {
+    if std::io::stdin().is_terminal() {
+        return String::new();
+    }
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut buf = String::new();
+        let _ = std::io::stdin().take(MAX_PAYLOAD).read_to_string(&mut buf);
+        let _ = tx.send(buf);
+    });
+    rx.recv_timeout(PAYLOAD_WAIT).unwrap_or_default()
+}
+
+/// Writes the report in-band, as an OSC 3008 record on the controlling
+/// terminal: the way out of an SSH session or container that cannot reach
+/// the socket (the PTY Portal owns carries it back).
+fn emit_in_band(a: &EmitArgs) -> std::io::Result<()> {
+    let record = portal_proto::osc3008::encode(
+        a.state.name(),
+        &[("name", &a.name), ("event", &a.event), ("reason", &a.reason)],
+    );
+    let mut tty = std::fs::OpenOptions::new().write(true).open("/dev/tty")?;
+    tty.write_all(record.as_bytes())?;
+    tty.flush()
+}
+
+/// `emit`: for hooks. Never fails the agent for a transport problem: when
+/// the socket is out of reach it reports in-band instead.
+pub(crate) async fn emit(a: EmitArgs) -> Outcome {
+    let payload = read_payload();
+    let session = std::env::var("PORTAL_SESSION_ID").ok().and_then(|v| v.parse::<u64>().ok());
+    let token = std::env::var("PORTAL_SESSION_TOKEN").ok();
+    let socket = portal_proto::paths::socket_path();
+    if let (Some(session), Some(token)) = (session, token)
+        && let Ok(client) = Client::connect(&socket).await
+    {
+        let req = pb::EmitRequest {
+            session,
+            token,
+            state: a.state.pb().into(),
+            event: a.event.clone(),
+            name: a.name.clone(),
+            reason: a.reason.clone(),
+            payload_json: payload,
+        };
+        return match client.rpc().emit(req).await {
+            Ok(_) => Ok(()),
+            Err(s) => Err(s.into()),
+        };
+    }
+    if let Err(e) = emit_in_band(&a) {
+        eprintln!(
+            "portal-cli emit: not inside a Portal terminal and no terminal to report on ({e})"
+        );
+    }
+    Ok(())
+}

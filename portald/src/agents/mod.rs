@@ -1,0 +1,775 @@
+//! Agent state: which coding agent runs in which PTY, and what it is doing.
+//!
+//! Every PTY process has an agent record. Signals feed it: hook reports
+//! (`portal-cli emit` over the socket), OSC 3008 records in the output,
+//! heuristics (bells, OSC 9 / 9;4 / 777 notifications), and exact process
+//! facts (the child's exit; the PTY's foreground process group entering or
+//! leaving a recognised agent). Every change goes through the pure reducer
+//! [`apply`], whose guard table is unit-tested:
+//! - a hook or OSC report is authoritative for the current agent instance;
+//!   once one has spoken, heuristics are ignored until the instance ends;
+//! - a bell or notification means `awaiting_input` only while `running`;
+//! - Claude's idle reminder after `done` does not turn it into
+//!   `awaiting_input`;
+//! - exit (of the child, of the foreground agent, or a SessionEnd report)
+//!   ends the instance; discovery starts a new one in `unknown` (never
+//!   `running`: a discovered agent at its prompt is not busy).
+//!
+//! A state change is a transition with a global sequence number, kept in a
+//! ring for watchers and appended to the database, so history survives
+//! daemon restarts. The book is a `std::sync::Mutex` held for microseconds
+//! and never across an `.await`; a `watch` channel carrying the latest
+//! sequence number wakes waiters.
+
+pub(crate) mod hooks;
+pub(crate) mod send;
+pub(crate) mod signals;
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use tokio::sync::watch;
+
+use crate::proc::ProcId;
+use crate::store::Store;
+
+/// Transitions kept in memory for watchers; older ones are read from the
+/// database.
+const TRANSITION_RING: usize = 4096;
+
+/// What an agent is doing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum AgentState {
+    /// Working on a turn.
+    Running,
+    /// Needs a person or orchestrator.
+    AwaitingInput,
+    /// Finished its turn.
+    Done,
+    /// Alive with no task.
+    Idle,
+    /// Gone.
+    Exited,
+    /// No usable signal yet.
+    Unknown,
+}
+
+impl AgentState {
+    /// Every state, in attention order (most urgent first).
+    pub(crate) const ATTENTION: [Self; 6] =
+        [Self::AwaitingInput, Self::Done, Self::Running, Self::Idle, Self::Unknown, Self::Exited];
+
+    /// States in which a send is allowed by default.
+    pub(crate) const READY: [Self; 3] = [Self::AwaitingInput, Self::Done, Self::Idle];
+
+    /// Higher is more urgent.
+    pub(crate) fn attention(self) -> usize {
+        Self::ATTENTION.len()
+            - Self::ATTENTION.iter().position(|s| *s == self).unwrap_or(Self::ATTENTION.len())
+    }
+
+    /// snake_case name.
+    pub(crate) const fn as_str(self) -> &'static str {
+        match self {
+            Self::Running => "running",
+            Self::AwaitingInput => "awaiting_input",
+            Self::Done => "done",
+            Self::Idle => "idle",
+            Self::Exited => "exited",
+            Self::Unknown => "unknown",
+        }
+    }
+
+    /// Strict parse of a snake_case name.
+    pub(crate) fn parse(s: &str) -> Option<Self> {
+        Some(match s {
+            "running" => Self::Running,
+            "awaiting_input" => Self::AwaitingInput,
+            "done" => Self::Done,
+            "idle" => Self::Idle,
+            "exited" => Self::Exited,
+            "unknown" => Self::Unknown,
+            _ => return None,
+        })
+    }
+
+    /// Short label for summaries.
+    pub(crate) const fn label(self) -> &'static str {
+        match self {
+            Self::AwaitingInput => "wait",
+            Self::Done => "done",
+            Self::Running => "run",
+            Self::Idle => "idle",
+            Self::Unknown => "?",
+            Self::Exited => "exit",
+        }
+    }
+}
+
+/// Where a state came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Source {
+    /// A hook report over the socket.
+    Hook,
+    /// An OSC 3008 record in the output.
+    Osc,
+    /// A guess from bells and notifications.
+    Heuristic,
+    /// Exact process facts.
+    Lifecycle,
+}
+
+impl Source {
+    /// Name.
+    pub(crate) const fn as_str(self) -> &'static str {
+        match self {
+            Self::Hook => "hook",
+            Self::Osc => "osc",
+            Self::Heuristic => "heuristic",
+            Self::Lifecycle => "lifecycle",
+        }
+    }
+}
+
+/// An agent record.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct AgentRecord {
+    /// Process id.
+    pub(crate) id: ProcId,
+    /// Name (from discovery or reports).
+    pub(crate) name: Option<String>,
+    /// Kind recognised by discovery.
+    pub(crate) kind: Option<String>,
+    /// State.
+    pub(crate) state: AgentState,
+    /// Source of the state.
+    pub(crate) source: Source,
+    /// Not a guess.
+    pub(crate) exact: bool,
+    /// Reason or detail.
+    pub(crate) reason: Option<String>,
+    /// Hook event.
+    pub(crate) event: Option<String>,
+    /// The agent's own session id.
+    pub(crate) session_id: Option<String>,
+    /// The agent's pid (discovery).
+    pub(crate) pid: Option<u32>,
+    /// Wall clock of the last state change.
+    pub(crate) since_ns: i64,
+    /// Monotonic clock of the last state change.
+    pub(crate) since_mono_ns: i64,
+    /// Whether anything ever made this look like an agent.
+    pub(crate) is_agent: bool,
+}
+
+/// A signal about an agent.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum AgentEvent {
+    /// An authoritative report (hook or OSC 3008).
+    Report {
+        /// Hook or Osc.
+        source: Source,
+        /// The state.
+        state: AgentState,
+        /// Reason.
+        reason: Option<String>,
+        /// Agent name.
+        name: Option<String>,
+        /// Hook event.
+        event: Option<String>,
+        /// Agent session id.
+        session_id: Option<String>,
+    },
+    /// A bell outside any OSC.
+    Bell,
+    /// A desktop notification (OSC 9 text, OSC 777 notify).
+    Notify(String),
+    /// A progress report (OSC 9;4): busy or not.
+    Progress(bool),
+    /// The foreground process is a recognised agent.
+    Discovered {
+        /// Name.
+        name: String,
+        /// Kind.
+        kind: String,
+        /// Its pid (the foreground group's leader).
+        pid: u32,
+    },
+    /// The foreground process group left the agent (the shell is back).
+    ForegroundLeft,
+    /// The PTY's child exited.
+    ChildExited {
+        /// Exit code.
+        code: Option<i32>,
+        /// Signal.
+        signal: Option<i32>,
+    },
+    /// Portal just typed a prompt into it.
+    Sent,
+}
+
+/// Per-record state the reducer needs beyond the visible record.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Instance {
+    /// A hook or OSC report arrived during this agent instance.
+    pub(crate) authoritative: bool,
+    /// The discovered agent is in the foreground.
+    pub(crate) foreground: bool,
+}
+
+/// The reducer: applies one event to a record at time `(now_ns, mono_ns)`.
+/// Returns the previous state when the state changed.
+pub(crate) fn apply(
+    rec: &mut AgentRecord,
+    inst: &mut Instance,
+    event: AgentEvent,
+    now: (i64, i64),
+) -> Option<AgentState> {
+    let before = rec.state;
+    let set = |rec: &mut AgentRecord,
+               state: AgentState,
+               source: Source,
+               exact: bool,
+               reason: Option<String>| {
+        rec.state = state;
+        rec.source = source;
+        rec.exact = exact;
+        rec.reason = reason;
+    };
+    match event {
+        AgentEvent::Report { source, state, reason, name, event, session_id } => {
+            // Claude repeats a reminder after finishing a turn; a finished
+            // turn is still finished.
+            let reminder = reason.as_deref() == Some("idle_reminder");
+            if reminder && state == AgentState::AwaitingInput && rec.state == AgentState::Done {
+                return None;
+            }
+            rec.is_agent = true;
+            if name.is_some() {
+                rec.name = name;
+            }
+            if session_id.is_some() {
+                rec.session_id = session_id;
+            }
+            rec.event = event;
+            set(rec, state, source, true, reason);
+            if state == AgentState::Exited {
+                *inst = Instance::default();
+            } else {
+                inst.authoritative = true;
+            }
+        }
+        AgentEvent::Bell | AgentEvent::Notify(_) => {
+            if inst.authoritative || rec.state != AgentState::Running {
+                return None;
+            }
+            let detail = match event {
+                AgentEvent::Notify(text) => Some(text),
+                _ => Some("bell".to_owned()),
+            };
+            set(rec, AgentState::AwaitingInput, Source::Heuristic, false, detail);
+        }
+        AgentEvent::Progress(busy) => {
+            if inst.authoritative {
+                return None;
+            }
+            rec.is_agent = true;
+            let state = if busy { AgentState::Running } else { AgentState::Done };
+            set(rec, state, Source::Heuristic, false, Some("progress".into()));
+        }
+        AgentEvent::Discovered { name, kind, pid } => {
+            let new_instance = rec.pid != Some(pid) || rec.state == AgentState::Exited;
+            rec.is_agent = true;
+            rec.name = Some(name);
+            rec.kind = Some(kind);
+            rec.pid = Some(pid);
+            inst.foreground = true;
+            if new_instance {
+                inst.authoritative = false;
+                set(rec, AgentState::Unknown, Source::Lifecycle, true, Some("discovered".into()));
+            }
+        }
+        AgentEvent::ForegroundLeft => {
+            if !inst.foreground {
+                return None;
+            }
+            *inst = Instance::default();
+            set(
+                rec,
+                AgentState::Exited,
+                Source::Lifecycle,
+                true,
+                Some("left the foreground".into()),
+            );
+        }
+        AgentEvent::ChildExited { code, signal } => {
+            *inst = Instance::default();
+            let reason = match (code, signal) {
+                (Some(c), _) => format!("exit {c}"),
+                (None, Some(s)) => format!("signal {s}"),
+                _ => "exited".to_owned(),
+            };
+            set(rec, AgentState::Exited, Source::Lifecycle, true, Some(reason));
+        }
+        AgentEvent::Sent => {
+            if !AgentState::READY.contains(&rec.state) {
+                return None;
+            }
+            set(rec, AgentState::Running, Source::Heuristic, false, Some("prompt sent".into()));
+        }
+    }
+    if rec.state == before {
+        return None;
+    }
+    rec.since_ns = now.0;
+    rec.since_mono_ns = now.1;
+    Some(before)
+}
+
+/// A recorded transition.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Transition {
+    /// Global sequence number.
+    pub(crate) seq: u64,
+    /// Process.
+    pub(crate) id: ProcId,
+    /// Before.
+    pub(crate) before: AgentState,
+    /// After.
+    pub(crate) after: AgentState,
+    /// Source.
+    pub(crate) source: Source,
+    /// Name.
+    pub(crate) name: Option<String>,
+    /// Reason.
+    pub(crate) reason: Option<String>,
+    /// Wall clock, ns.
+    pub(crate) at_ns: i64,
+}
+
+struct Entry {
+    record: AgentRecord,
+    instance: Instance,
+}
+
+struct Book {
+    entries: HashMap<ProcId, Entry>,
+    ring: VecDeque<Transition>,
+    next_seq: u64,
+}
+
+/// The agent book: records, transitions, and the wake-up channel.
+pub(crate) struct Agents {
+    book: Mutex<Book>,
+    changed: watch::Sender<u64>,
+    store: Store,
+}
+
+fn now() -> (i64, i64) {
+    (crate::sys::wall_ns(), crate::sys::monotonic_ns())
+}
+
+impl Agents {
+    /// An empty book whose sequence numbers continue after `last_seq`.
+    pub(crate) fn new(store: Store, last_seq: u64) -> Self {
+        let (changed, _) = watch::channel(last_seq);
+        Self {
+            book: Mutex::new(Book {
+                entries: HashMap::new(),
+                ring: VecDeque::new(),
+                next_seq: last_seq + 1,
+            }),
+            changed,
+            store,
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Book> {
+        self.book.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Adds the record of a new PTY process.
+    pub(crate) fn register(&self, id: ProcId) {
+        let (wall, mono) = now();
+        let record = AgentRecord {
+            id,
+            name: None,
+            kind: None,
+            state: AgentState::Unknown,
+            source: Source::Lifecycle,
+            exact: true,
+            reason: None,
+            event: None,
+            session_id: None,
+            pid: None,
+            since_ns: wall,
+            since_mono_ns: mono,
+            is_agent: false,
+        };
+        self.lock().entries.insert(id, Entry { record, instance: Instance::default() });
+    }
+
+    /// Forgets a process (cleanup). Waiters see it vanish.
+    pub(crate) fn remove(&self, id: ProcId) {
+        self.lock().entries.remove(&id);
+        self.changed.send_modify(|_| {});
+    }
+
+    /// Applies an event; records and announces a transition if the state
+    /// changed. Returns the record after the event.
+    pub(crate) fn apply(&self, id: ProcId, event: AgentEvent) -> Option<AgentRecord> {
+        let (record, transition) = {
+            let mut book = self.lock();
+            let seq = book.next_seq;
+            let entry = book.entries.get_mut(&id)?;
+            let now = now();
+            let before = apply(&mut entry.record, &mut entry.instance, event, now);
+            let record = entry.record.clone();
+            let transition = before.map(|before| Transition {
+                seq,
+                id,
+                before,
+                after: record.state,
+                source: record.source,
+                name: record.name.clone(),
+                reason: record.reason.clone(),
+                at_ns: now.0,
+            });
+            if let Some(t) = &transition {
+                book.next_seq += 1;
+                if book.ring.len() == TRANSITION_RING {
+                    book.ring.pop_front();
+                }
+                book.ring.push_back(t.clone());
+            }
+            (record, transition)
+        };
+        if let Some(t) = transition {
+            tracing::info!(
+                proc = %id,
+                agent_state_before = t.before.as_str(),
+                agent_state_after = t.after.as_str(),
+                agent_name = t.name.as_deref().unwrap_or(""),
+                agent_source = t.source.as_str(),
+                "agent transition"
+            );
+            self.store.record_transition(t.clone());
+            self.changed.send_replace(t.seq);
+        }
+        Some(record)
+    }
+
+    /// One record.
+    pub(crate) fn get(&self, id: ProcId) -> Option<AgentRecord> {
+        self.lock().entries.get(&id).map(|e| e.record.clone())
+    }
+
+    /// Records that look like agents, most urgent first.
+    pub(crate) fn list(&self) -> Vec<AgentRecord> {
+        let mut v: Vec<AgentRecord> = self
+            .lock()
+            .entries
+            .values()
+            .filter(|e| e.record.is_agent)
+            .map(|e| e.record.clone())
+            .collect();
+        v.sort_by(|a, b| b.state.attention().cmp(&a.state.attention()).then(a.id.cmp(&b.id)));
+        v
+    }
+
+    /// A wake-up channel: its value is the latest sequence number, and it
+    /// also fires when a record vanishes.
+    pub(crate) fn subscribe(&self) -> watch::Receiver<u64> {
+        self.changed.subscribe()
+    }
+
+    /// Transitions after `since` kept in memory, and whether the ring still
+    /// reaches back to `since` (else older ones come from the database).
+    pub(crate) fn transitions_after(&self, since: u64) -> (Vec<Transition>, bool) {
+        let book = self.lock();
+        // Older transitions (before the ring, or from an earlier daemon) are
+        // in the database.
+        let oldest_in_memory = book.ring.front().map_or(book.next_seq, |t| t.seq);
+        let complete = since.saturating_add(1) >= oldest_in_memory;
+        (book.ring.iter().filter(|t| t.seq > since).cloned().collect(), complete)
+    }
+
+    /// The next sequence number minus one.
+    pub(crate) fn last_seq(&self) -> u64 {
+        self.lock().next_seq - 1
+    }
+}
+
+/// The per-state tally: "wait:1 done:2 run:3"; empty for no agents.
+pub(crate) fn summary(records: &[AgentRecord]) -> String {
+    AgentState::ATTENTION
+        .iter()
+        .filter_map(|s| {
+            let n = records.iter().filter(|r| r.state == *s).count();
+            (n > 0).then(|| format!("{}:{n}", s.label()))
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// Waiting for agents: how one agent's wait ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum WaitOutcome {
+    /// In a target state.
+    Reached,
+    /// Not when the call returned.
+    Timeout,
+    /// Exited while another state was awaited.
+    Exited,
+    /// Cleaned up.
+    Vanished,
+    /// The daemon is shutting down.
+    Stopped,
+}
+
+/// The level check of a wait.
+fn check(agents: &Agents, id: ProcId, states: &[AgentState]) -> Option<WaitOutcome> {
+    match agents.get(id) {
+        None => Some(WaitOutcome::Vanished),
+        Some(r) if states.contains(&r.state) => Some(WaitOutcome::Reached),
+        Some(r) if r.state == AgentState::Exited => Some(WaitOutcome::Exited),
+        Some(_) => None,
+    }
+}
+
+/// Waits for one agent: level check, then each change, until `deadline`.
+pub(crate) async fn wait_one(
+    agents: &Agents,
+    id: ProcId,
+    states: &[AgentState],
+    deadline: tokio::time::Instant,
+    cancel: &tokio_util::sync::CancellationToken,
+) -> WaitOutcome {
+    let mut rx = agents.subscribe();
+    loop {
+        if let Some(o) = check(agents, id, states) {
+            return o;
+        }
+        tokio::select! {
+            changed = rx.changed() => if changed.is_err() { return WaitOutcome::Stopped },
+            () = tokio::time::sleep_until(deadline) => return WaitOutcome::Timeout,
+            () = cancel.cancelled() => return WaitOutcome::Stopped,
+        }
+    }
+}
+
+/// Fleet mode.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Mode {
+    /// Every one.
+    All,
+    /// The first.
+    Any,
+}
+
+/// Waits for several agents; one outcome per id, in input order. In `Any`
+/// mode the first `reached` ends the call (an early `exited` does not), and
+/// the rest get a final level check.
+pub(crate) async fn wait_fleet(
+    agents: &Agents,
+    ids: &[ProcId],
+    states: &[AgentState],
+    mode: Mode,
+    timeout: Duration,
+    cancel: &tokio_util::sync::CancellationToken,
+) -> Vec<WaitOutcome> {
+    let deadline = tokio::time::Instant::now() + timeout;
+    match mode {
+        Mode::All => {
+            futures::future::join_all(
+                ids.iter().map(|id| wait_one(agents, *id, states, deadline, cancel)),
+            )
+            .await
+        }
+        Mode::Any => {
+            let mut rx = agents.subscribe();
+            loop {
+                let outcomes: Vec<Option<WaitOutcome>> =
+                    ids.iter().map(|id| check(agents, *id, states)).collect();
+                let any_reached = outcomes.contains(&Some(WaitOutcome::Reached));
+                let all_final = outcomes.iter().all(Option::is_some);
+                if any_reached || all_final {
+                    return outcomes
+                        .into_iter()
+                        .map(|o| o.unwrap_or(WaitOutcome::Timeout))
+                        .collect();
+                }
+                let stop = tokio::select! {
+                    changed = rx.changed() => changed.is_err().then_some(WaitOutcome::Stopped),
+                    () = tokio::time::sleep_until(deadline) => Some(WaitOutcome::Timeout),
+                    () = cancel.cancelled() => Some(WaitOutcome::Stopped),
+                };
+                if let Some(end) = stop {
+                    return ids
+                        .iter()
+                        .map(|id| check(agents, *id, states).unwrap_or(end))
+                        .collect();
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record() -> (AgentRecord, Instance) {
+        let rec = AgentRecord {
+            id: ProcId(1),
+            name: None,
+            kind: None,
+            state: AgentState::Unknown,
+            source: Source::Lifecycle,
+            exact: true,
+            reason: None,
+            event: None,
+            session_id: None,
+            pid: None,
+            since_ns: 0,
+            since_mono_ns: 0,
+            is_agent: false,
+        };
+        (rec, Instance::default())
+    }
+
+    fn report(state: AgentState, reason: Option<&str>) -> AgentEvent {
+        AgentEvent::Report {
+            source: Source::Hook,
+            state,
+            reason: reason.map(str::to_owned),
+            name: Some("claude".into()),
+            event: None,
+            session_id: None,
+        }
+    }
+
+    /// The guard table: (state before, event, state after).
+    #[test]
+    fn reducer_guard_table() {
+        use AgentState::*;
+        let cases: Vec<(&str, Vec<AgentEvent>, AgentState)> = vec![
+            ("hook sets state", vec![report(Running, None)], Running),
+            (
+                "reminder after done is ignored",
+                vec![report(Done, None), report(AwaitingInput, Some("idle_reminder"))],
+                Done,
+            ),
+            (
+                "permission after done is accepted",
+                vec![report(Done, None), report(AwaitingInput, Some("permission"))],
+                AwaitingInput,
+            ),
+            (
+                "bell while running means waiting",
+                vec![AgentEvent::Progress(true), AgentEvent::Bell],
+                AwaitingInput,
+            ),
+            ("bell while unknown means nothing", vec![AgentEvent::Bell], Unknown),
+            (
+                "heuristics ignored after a hook",
+                vec![report(Running, None), AgentEvent::Bell],
+                Running,
+            ),
+            (
+                "progress ignored after a hook",
+                vec![report(Done, None), AgentEvent::Progress(true)],
+                Done,
+            ),
+            (
+                "notification after done means nothing",
+                vec![AgentEvent::Progress(false), AgentEvent::Notify("hi".into())],
+                Done,
+            ),
+            (
+                "child exit wins",
+                vec![
+                    report(Running, None),
+                    AgentEvent::ChildExited { code: Some(0), signal: None },
+                ],
+                Exited,
+            ),
+            (
+                "discovery starts unknown, never running",
+                vec![AgentEvent::Discovered {
+                    name: "claude".into(),
+                    kind: "claude".into(),
+                    pid: 7,
+                }],
+                Unknown,
+            ),
+            (
+                "foreground leaving the agent exits it",
+                vec![
+                    AgentEvent::Discovered { name: "claude".into(), kind: "claude".into(), pid: 7 },
+                    report(Done, None),
+                    AgentEvent::ForegroundLeft,
+                ],
+                Exited,
+            ),
+            (
+                "foreground change without an agent means nothing",
+                vec![AgentEvent::ForegroundLeft],
+                Unknown,
+            ),
+            (
+                "a new instance listens to heuristics again",
+                vec![
+                    report(Done, None),
+                    report(Exited, None),
+                    AgentEvent::Discovered { name: "claude".into(), kind: "claude".into(), pid: 8 },
+                    AgentEvent::Progress(true),
+                    AgentEvent::Bell,
+                ],
+                AwaitingInput,
+            ),
+            ("a sent prompt means running", vec![report(Done, None), AgentEvent::Sent], Running),
+            (
+                "a send to a busy agent changes nothing",
+                vec![report(Running, None), AgentEvent::Sent],
+                Running,
+            ),
+        ];
+        for (name, events, want) in cases {
+            let (mut rec, mut inst) = record();
+            for e in events {
+                apply(&mut rec, &mut inst, e, (1, 1));
+            }
+            assert_eq!(rec.state, want, "{name}");
+        }
+    }
+
+    #[test]
+    fn transitions_only_on_change_and_heuristics_are_not_exact() {
+        let (mut rec, mut inst) = record();
+        assert_eq!(
+            apply(&mut rec, &mut inst, AgentEvent::Progress(true), (5, 5)),
+            Some(AgentState::Unknown)
+        );
+        assert!(!rec.exact && rec.source == Source::Heuristic && rec.since_ns == 5);
+        assert_eq!(apply(&mut rec, &mut inst, AgentEvent::Progress(true), (6, 6)), None);
+        assert_eq!(rec.since_ns, 5);
+    }
+
+    #[test]
+    fn attention_order_and_summary() {
+        let mk = |id, state| AgentRecord { id: ProcId(id), state, ..record().0 };
+        let recs = vec![
+            mk(1, AgentState::Running),
+            mk(2, AgentState::AwaitingInput),
+            mk(3, AgentState::Done),
+            mk(4, AgentState::Running),
+        ];
+        assert_eq!(summary(&recs), "wait:1 done:1 run:2");
+        assert_eq!(summary(&[]), "");
+        assert!(AgentState::AwaitingInput.attention() > AgentState::Done.attention());
+        assert!(AgentState::Running.attention() > AgentState::Idle.attention());
+        assert!(AgentState::Unknown.attention() > AgentState::Exited.attention());
+    }
+}

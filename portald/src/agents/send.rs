@@ -1,0 +1,222 @@
+//! Sending prompts to agents: idempotency, readiness, and one atomic
+//! dispatch per send.
+//!
+//! Order of a send, per agent:
+//! 1. **Dedup first.** With a key, a live ledger entry for (process, key)
+//!    answers at once (`deduplicated`); a send with the same key still in
+//!    flight is waited for instead of typed again.
+//! 2. **Readiness.** Unless told not to, wait until the agent is in a ready
+//!    state; if it does not get there, nothing is typed and the key is
+//!    released so a retry really retries.
+//! 3. **Dispatch through the actor** as one request: the text (a bracketed
+//!    paste when it spans lines and the program enabled it), a short gap,
+//!    then Enter as its own write. The actor handles one request at a time,
+//!    so sends and other writes to a process never interleave, whichever
+//!    client they come from.
+//! 4. **Record only successful sends** in the ledger, for [`LEDGER_TTL`].
+
+use std::collections::HashMap;
+use std::sync::{Mutex, PoisonError};
+use std::time::Duration;
+
+use bytes::Bytes;
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+use super::{AgentEvent, AgentState, Agents, WaitOutcome, wait_one};
+use crate::proc::{ProcError, ProcHandle, ProcId};
+
+/// How long a successful send is remembered for retries with its key.
+pub(crate) const LEDGER_TTL: Duration = Duration::from_secs(600);
+
+/// Gap between a prompt and its Enter: TUIs built on Ink take text and a
+/// carriage return arriving in one burst as a pasted newline.
+pub(crate) const ENTER_GAP: Duration = Duration::from_millis(40);
+
+/// What a send asks for.
+#[derive(Clone, Debug)]
+pub(crate) struct SendSpec {
+    /// The prompt.
+    pub(crate) text: String,
+    /// Wait for a ready state first.
+    pub(crate) wait_ready: bool,
+    /// The ready states.
+    pub(crate) ready_states: Vec<AgentState>,
+    /// Press Enter after the text.
+    pub(crate) enter: bool,
+    /// Idempotency key.
+    pub(crate) key: Option<String>,
+    /// Readiness deadline.
+    pub(crate) timeout: Duration,
+}
+
+/// One agent's result.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct SendResult {
+    /// Typed (now or earlier with the same key).
+    pub(crate) sent: bool,
+    /// An earlier call with the same key typed it.
+    pub(crate) deduplicated: bool,
+    /// The readiness outcome.
+    pub(crate) outcome: WaitOutcome,
+    /// Why not sent.
+    pub(crate) detail: Option<String>,
+}
+
+enum Entry {
+    InFlight(watch::Receiver<Option<SendResult>>),
+    Done { until: Instant, result: SendResult },
+}
+
+/// Remembered sends by (process, key).
+#[derive(Default)]
+pub(crate) struct Ledger(Mutex<HashMap<(ProcId, String), Entry>>);
+
+enum Claim {
+    Mine(watch::Sender<Option<SendResult>>),
+    Answer(SendResult),
+    Wait(watch::Receiver<Option<SendResult>>),
+}
+
+impl Ledger {
+    fn claim(&self, id: ProcId, key: &str) -> Claim {
+        let mut map = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let now = Instant::now();
+        map.retain(|_, e| !matches!(e, Entry::Done { until, .. } if *until <= now));
+        match map.get(&(id, key.to_owned())) {
+            Some(Entry::Done { result, .. }) => Claim::Answer(result.clone()),
+            Some(Entry::InFlight(rx)) => Claim::Wait(rx.clone()),
+            None => {
+                let (tx, rx) = watch::channel(None);
+                map.insert((id, key.to_owned()), Entry::InFlight(rx));
+                Claim::Mine(tx)
+            }
+        }
+    }
+
+    fn finish(
+        &self,
+        id: ProcId,
+        key: &str,
+        tx: &watch::Sender<Option<SendResult>>,
+        result: &SendResult,
+    ) {
+        let mut map = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        if result.sent {
+            map.insert(
+                (id, key.to_owned()),
+                Entry::Done { until: Instant::now() + LEDGER_TTL, result: result.clone() },
+            );
+        } else {
+            map.remove(&(id, key.to_owned()));
+        }
+        drop(map);
+        tx.send_replace(Some(result.clone()));
+    }
+}
+
+/// The bytes of a prompt: a bracketed paste when it spans lines and the
+/// program enabled bracketed paste; otherwise newlines become Enter on a PTY.
+async fn prompt_bytes(h: &ProcHandle, text: &str) -> Result<Bytes, ProcError> {
+    if !text.contains('\n') || h.screen.is_none() {
+        return Ok(Bytes::from(text.to_owned()));
+    }
+    let snap = h.snapshot().await?;
+    Ok(Bytes::from(if snap.bracketed_paste {
+        format!("\x1b[200~{text}\x1b[201~")
+    } else {
+        text.replace("\r\n", "\r").replace('\n', "\r")
+    }))
+}
+
+/// Sends to one agent.
+pub(crate) async fn send_one(
+    agents: &Agents,
+    ledger: &Ledger,
+    h: &ProcHandle,
+    spec: &SendSpec,
+    cancel: &tokio_util::sync::CancellationToken,
+) -> SendResult {
+    let id = h.id();
+    let deadline = Instant::now() + spec.timeout;
+    let claim = loop {
+        let Some(key) = &spec.key else { break None };
+        match ledger.claim(id, key) {
+            Claim::Mine(tx) => break Some((key.clone(), tx)),
+            Claim::Answer(r) => return SendResult { deduplicated: true, ..r },
+            Claim::Wait(mut rx) => {
+                // Another call with this key is in flight: its outcome is ours,
+                // unless it did not send, in which case try again.
+                let done = tokio::time::timeout_at(deadline, rx.wait_for(Option::is_some)).await;
+                let result = match done {
+                    Ok(Ok(r)) => r.clone(),
+                    _ => None,
+                };
+                match result {
+                    Some(r) if r.sent => return SendResult { deduplicated: true, ..r },
+                    Some(_) => {}
+                    None => {
+                        return SendResult {
+                            sent: false,
+                            deduplicated: false,
+                            outcome: WaitOutcome::Timeout,
+                            detail: Some("another send with this key is still in flight".into()),
+                        };
+                    }
+                }
+            }
+        }
+    };
+    let result = dispatch(agents, h, spec, deadline, cancel).await;
+    if let Some((key, tx)) = claim {
+        ledger.finish(id, &key, &tx, &result);
+    }
+    result
+}
+
+async fn dispatch(
+    agents: &Agents,
+    h: &ProcHandle,
+    spec: &SendSpec,
+    deadline: Instant,
+    cancel: &tokio_util::sync::CancellationToken,
+) -> SendResult {
+    let outcome = if spec.wait_ready {
+        wait_one(agents, h.id(), &spec.ready_states, deadline, cancel).await
+    } else {
+        WaitOutcome::Reached
+    };
+    if outcome != WaitOutcome::Reached {
+        return SendResult {
+            sent: false,
+            deduplicated: false,
+            outcome,
+            detail: Some("the agent was not ready".into()),
+        };
+    }
+    let mut parts = Vec::new();
+    match prompt_bytes(h, &spec.text).await {
+        Ok(b) if !b.is_empty() => parts.push(b),
+        Ok(_) => {}
+        Err(e) => {
+            return SendResult {
+                sent: false,
+                deduplicated: false,
+                outcome,
+                detail: Some(e.to_string()),
+            };
+        }
+    }
+    if spec.enter {
+        parts.push(Bytes::from_static(if h.screen.is_some() { b"\r" } else { b"\n" }));
+    }
+    match h.write_parts(parts, ENTER_GAP).await {
+        Ok(()) => {
+            agents.apply(h.id(), AgentEvent::Sent);
+            SendResult { sent: true, deduplicated: false, outcome, detail: None }
+        }
+        Err(e) => {
+            SendResult { sent: false, deduplicated: false, outcome, detail: Some(e.to_string()) }
+        }
+    }
+}

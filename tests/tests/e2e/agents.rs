@@ -1,0 +1,335 @@
+//! The agent monitor with fake agents: small scripts that report through
+//! OSC 3008, through `portal-cli emit` with hook-like JSON, ring bells, exit,
+//! or run inside a shell that survives them.
+
+use portal_proto::v1 as pb;
+use portal_tests::*;
+
+type Rpc = portal_proto::v1::portal_client::PortalClient<tonic::transport::Channel>;
+
+fn osc(state: &str, name: &str) -> String {
+    format!("printf '\\033]3008;portal=1;state={state};name={name}\\033\\\\'")
+}
+
+async fn agent(rpc: &mut Rpc, id: u64) -> Option<pb::Agent> {
+    rpc.agent_list(pb::AgentListRequest::default())
+        .await
+        .unwrap()
+        .into_inner()
+        .agents
+        .into_iter()
+        .find(|a| a.id == id)
+}
+
+async fn wait_state(
+    rpc: &mut Rpc,
+    ids: &[u64],
+    states: &[pb::AgentState],
+    any: bool,
+    timeout_ms: u64,
+) -> pb::AgentWaitResponse {
+    let req = pb::AgentWaitRequest {
+        ids: ids.to_vec(),
+        states: states.iter().map(|s| (*s).into()).collect(),
+        mode: if any { pb::WaitMode::Any } else { pb::WaitMode::All }.into(),
+        timeout_ms,
+    };
+    bounded("agent wait", rpc.agent_wait(req)).await.unwrap().into_inner()
+}
+
+async fn reach(rpc: &mut Rpc, id: u64, state: pb::AgentState) -> pb::Agent {
+    let r = wait_state(rpc, &[id], &[state], false, 8000).await;
+    let x = &r.results[0];
+    assert_eq!(
+        x.outcome(),
+        pb::AgentWaitOutcome::Reached,
+        "agent {id} did not reach {state:?}: {:?}",
+        x.agent
+    );
+    x.agent.clone().unwrap()
+}
+
+#[tokio::test]
+async fn osc_3008_reports_change_state_and_foreign_records_do_not() {
+    let d = TestDaemon::start().await;
+    let mut rpc = d.rpc();
+    let script = format!(
+        "printf '\\033]3008;start=abc;user=root;type=shell\\033\\\\'; {}; read x; {}; read y",
+        osc("running", "fake"),
+        osc("done", "fake")
+    );
+    let p = start_pty(&mut rpc, "sh", &["-c", &script], 24, 80).await;
+    let a = reach(&mut rpc, p.id, pb::AgentState::Running).await;
+    assert_eq!((a.name.as_str(), a.source(), a.exact), ("fake", pb::AgentSource::Osc, true));
+    write(&mut rpc, p.id, b"\r").await;
+    let a = reach(&mut rpc, p.id, pb::AgentState::Done).await;
+    assert_eq!(a.source(), pb::AgentSource::Osc);
+    // A foreign OSC 3008 record alone never makes an agent.
+    let q = start_pty(
+        &mut rpc,
+        "sh",
+        &["-c", "printf '\\033]3008;start=x;type=shell\\033\\\\'; echo marker; read z"],
+        24,
+        80,
+    )
+    .await;
+    wait_for_text(&mut rpc, q.id, pb::Stream::Stdout, "marker").await;
+    assert!(agent(&mut rpc, q.id).await.is_none());
+    d.stop().await;
+}
+
+fn emit_script(cli: &std::path::Path, state: &str, event: &str, payload: &str) -> String {
+    format!(
+        "printf '%s' '{payload}' | '{}' emit {state} --name claude --event {event}",
+        cli.display()
+    )
+}
+
+#[tokio::test]
+async fn hook_reports_over_the_socket_with_the_reminder_guard() {
+    let d = TestDaemon::start().await;
+    let mut rpc = d.rpc();
+    let cli = sibling_binary("portal-cli");
+    let script = format!(
+        "{}; read a; {}; read b; {}; echo reminded; read c; {}; read d",
+        emit_script(&cli, "running", "UserPromptSubmit", r#"{"session_id":"sess-1"}"#),
+        emit_script(&cli, "done", "Stop", "{}"),
+        emit_script(
+            &cli,
+            "awaiting_input",
+            "Notification",
+            r#"{"notification_type":"idle_prompt","message":"Claude is waiting"}"#
+        ),
+        emit_script(
+            &cli,
+            "awaiting_input",
+            "Notification",
+            r#"{"notification_type":"permission_prompt"}"#
+        ),
+    );
+    let p = start_pty(&mut rpc, "sh", &["-c", &script], 24, 80).await;
+    let a = reach(&mut rpc, p.id, pb::AgentState::Running).await;
+    assert_eq!(
+        (a.source(), a.session_id.as_str(), a.name.as_str()),
+        (pb::AgentSource::Hook, "sess-1", "claude")
+    );
+    write(&mut rpc, p.id, b"\r").await;
+    reach(&mut rpc, p.id, pb::AgentState::Done).await;
+    // The idle reminder must not turn done into awaiting_input.
+    write(&mut rpc, p.id, b"\r").await;
+    // The reminder was reported before the script printed this.
+    wait_for_text(&mut rpc, p.id, pb::Stream::Stdout, "reminded").await;
+    let r = wait_state(&mut rpc, &[p.id], &[pb::AgentState::AwaitingInput], false, 700).await;
+    assert_eq!(r.results[0].outcome(), pb::AgentWaitOutcome::Timeout);
+    assert_eq!(r.results[0].agent.as_ref().unwrap().state(), pb::AgentState::Done);
+    write(&mut rpc, p.id, b"\r").await;
+    let a = reach(&mut rpc, p.id, pb::AgentState::AwaitingInput).await;
+    assert_eq!(a.reason, "permission");
+    d.stop().await;
+}
+
+#[tokio::test]
+async fn a_wrong_token_is_rejected() {
+    let d = TestDaemon::start().await;
+    let mut rpc = d.rpc();
+    let mine =
+        start_pty(&mut rpc, "sh", &["-c", "echo $PORTAL_SESSION_TOKEN; read x"], 24, 80).await;
+    let other =
+        start_pty(&mut rpc, "sh", &["-c", "echo $PORTAL_SESSION_TOKEN; read x"], 24, 80).await;
+    let out = wait_for_text(&mut rpc, mine.id, pb::Stream::Stdout, "\n").await;
+    let token = String::from_utf8_lossy(&out).trim().to_owned();
+    assert_eq!(token.len(), 32, "{token:?}");
+    let emit = |session: u64, token: &str| pb::EmitRequest {
+        session,
+        token: token.into(),
+        state: pb::AgentState::Done.into(),
+        ..Default::default()
+    };
+    let err = rpc.emit(emit(mine.id, "0".repeat(32).as_str())).await.unwrap_err();
+    assert_eq!(err.code(), tonic::Code::PermissionDenied);
+    // One process's token cannot speak for another.
+    let err = rpc.emit(emit(other.id, &token)).await.unwrap_err();
+    assert_eq!(err.code(), tonic::Code::PermissionDenied);
+    let ok = rpc.emit(emit(mine.id, &token)).await.unwrap().into_inner();
+    assert_eq!(ok.agent.unwrap().state(), pb::AgentState::Done);
+    d.stop().await;
+}
+
+#[tokio::test]
+async fn heuristics_only_until_an_authoritative_source_speaks() {
+    let d = TestDaemon::start().await;
+    let mut rpc = d.rpc();
+    let script = format!(
+        "printf '\\033]9;4;1;10\\007'; read a; printf '\\007'; read b; {}; read c; printf '\\007\\033]9;4;1;50\\007'; echo rang; read d",
+        osc("done", "fake")
+    );
+    let p = start_pty(&mut rpc, "sh", &["-c", &script], 24, 80).await;
+    let a = reach(&mut rpc, p.id, pb::AgentState::Running).await;
+    assert_eq!((a.source(), a.exact), (pb::AgentSource::Heuristic, false));
+    write(&mut rpc, p.id, b"\r").await;
+    let a = reach(&mut rpc, p.id, pb::AgentState::AwaitingInput).await;
+    assert_eq!((a.source(), a.exact), (pb::AgentSource::Heuristic, false));
+    write(&mut rpc, p.id, b"\r").await;
+    reach(&mut rpc, p.id, pb::AgentState::Done).await;
+    write(&mut rpc, p.id, b"\r").await;
+    wait_for_text(&mut rpc, p.id, pb::Stream::Stdout, "rang").await;
+    let a = agent(&mut rpc, p.id).await.unwrap();
+    assert_eq!(
+        (a.state(), a.source()),
+        (pb::AgentState::Done, pb::AgentSource::Osc),
+        "a bell after a report changed the state"
+    );
+    d.stop().await;
+}
+
+#[tokio::test]
+async fn child_exit_and_discovery_by_foreground_process() {
+    let d = TestDaemon::start().await;
+    let mut rpc = d.rpc();
+    // A fake `claude` run from a shell Portal started.
+    let dir = test_dir();
+    let fake = dir.path().join("claude");
+    std::fs::write(&fake, "#!/bin/sh\necho fake claude ready\nread answer\necho bye\n").unwrap();
+    std::fs::set_permissions(&fake, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let shell = start_pty(&mut rpc, "sh", &["-i"], 24, 80).await;
+    write(&mut rpc, shell.id, format!("{}\r", fake.display()).as_bytes()).await;
+    wait_for_text(&mut rpc, shell.id, pb::Stream::Stdout, "fake claude ready").await;
+    let a = wait_until("discovery of the fake claude", async || {
+        agent(&mut rpc, shell.id).await.filter(|a| a.name == "claude")
+    })
+    .await;
+    assert_eq!(
+        (a.state(), a.kind.as_str()),
+        (pb::AgentState::Unknown, "claude"),
+        "discovery sets identity, not a busy state"
+    );
+    write(&mut rpc, shell.id, b"ok\r").await;
+    let a = reach(&mut rpc, shell.id, pb::AgentState::Exited).await;
+    assert_eq!(a.process_status(), pb::Status::Running, "the shell lives on");
+    // A process that is itself the agent exits with its code.
+    let p =
+        start_pty(&mut rpc, "sh", &["-c", &format!("{}; exit 3", osc("running", "fake"))], 24, 80)
+            .await;
+    let a = reach(&mut rpc, p.id, pb::AgentState::Exited).await;
+    assert_eq!((a.source(), a.reason.as_str()), (pb::AgentSource::Lifecycle, "exit 3"));
+    d.stop().await;
+}
+
+#[tokio::test]
+async fn fleet_waits_all_and_any_with_timeouts() {
+    let d = TestDaemon::start().await;
+    let mut rpc = d.rpc();
+    let quick =
+        start_pty(&mut rpc, "sh", &["-c", &format!("{}; read x", osc("done", "a"))], 24, 80).await;
+    let slow = start_pty(
+        &mut rpc,
+        "sh",
+        &["-c", &format!("{}; read x; {}; read y", osc("running", "b"), osc("done", "b"))],
+        24,
+        80,
+    )
+    .await;
+    reach(&mut rpc, slow.id, pb::AgentState::Running).await;
+    let ids = [quick.id, slow.id];
+    let r = wait_state(&mut rpc, &ids, &[pb::AgentState::Done], true, 8000).await;
+    let outcomes: Vec<_> = r.results.iter().map(pb::AgentWaitResult::outcome).collect();
+    assert_eq!(outcomes, vec![pb::AgentWaitOutcome::Reached, pb::AgentWaitOutcome::Timeout]);
+    let r = wait_state(&mut rpc, &ids, &[pb::AgentState::Done], false, 300).await;
+    let outcomes: Vec<_> = r.results.iter().map(pb::AgentWaitResult::outcome).collect();
+    assert_eq!(outcomes, vec![pb::AgentWaitOutcome::Reached, pb::AgentWaitOutcome::Timeout]);
+    write(&mut rpc, slow.id, b"\r").await;
+    let r = wait_state(&mut rpc, &ids, &[pb::AgentState::Done], false, 8000).await;
+    assert!(r.results.iter().all(|x| x.outcome() == pb::AgentWaitOutcome::Reached));
+    let summary =
+        rpc.agent_list(pb::AgentListRequest::default()).await.unwrap().into_inner().summary;
+    assert_eq!(summary, "done:2");
+    d.stop().await;
+}
+
+#[tokio::test]
+async fn a_retried_send_is_not_typed_twice_and_sends_never_interleave() {
+    let d = TestDaemon::start().await;
+    let mut rpc = d.rpc();
+    // A ready agent that echoes nothing back: `cat` with echo off.
+    let p = start_pty(
+        &mut rpc,
+        "sh",
+        &["-c", &format!("{}; stty -echo; cat > /dev/null", osc("done", "fake"))],
+        24,
+        80,
+    )
+    .await;
+    reach(&mut rpc, p.id, pb::AgentState::Done).await;
+    let send = |text: &str, key: &str| pb::AgentSendRequest {
+        ids: vec![p.id],
+        text: text.into(),
+        wait_ready: Some(false),
+        key: key.into(),
+        ..Default::default()
+    };
+    let first = rpc.agent_send(send("hello agent", "k1")).await.unwrap().into_inner();
+    assert!(first.results[0].sent && !first.results[0].deduplicated);
+    let again = rpc.agent_send(send("hello agent", "k1")).await.unwrap().into_inner();
+    assert!(again.results[0].sent && again.results[0].deduplicated);
+    // Many clients at once, each its own connection.
+    let mut tasks = Vec::new();
+    for i in 0..12 {
+        let client = portal_proto::client::Client::connect(&d.socket()).await.unwrap();
+        let text = format!("<message {i} {}>", "x".repeat(200 + i * 50));
+        let req = send(&text, "");
+        tasks.push(tokio::spawn(async move {
+            client.rpc().agent_send(req).await.map(|r| r.into_inner())
+        }));
+    }
+    for t in tasks {
+        assert!(t.await.unwrap().unwrap().results[0].sent);
+    }
+    let input =
+        String::from_utf8(read_all(&mut rpc, p.id, pb::Stream::Stdin, pb::Encoding::Raw).await)
+            .unwrap();
+    assert_eq!(input.matches("hello agent").count(), 1, "{input}");
+    for i in 0..12 {
+        let text = format!("<message {i} {}>\r", "x".repeat(200 + i * 50));
+        assert!(input.contains(&text), "message {i} was interleaved or lost");
+    }
+    d.stop().await;
+}
+
+#[tokio::test]
+async fn agent_history_survives_a_daemon_restart() {
+    let dir = test_dir();
+    let config = config_in(dir.path());
+    let listener = portald::bind(&config).unwrap();
+    let shutdown = tokio_util::sync::CancellationToken::new();
+    let task = tokio::spawn(portald::serve(listener, shutdown.clone()));
+    let client = portal_proto::client::Client::connect(&config.socket).await.unwrap();
+    let mut rpc = client.rpc();
+    let p = start_pty(&mut rpc, "sh", &["-c", &format!("{}; read x", osc("done", "kept"))], 24, 80)
+        .await;
+    reach(&mut rpc, p.id, pb::AgentState::Done).await;
+    shutdown.cancel();
+    bounded("shutdown", task).await.unwrap().unwrap();
+    let listener = portald::bind(&config).unwrap();
+    let shutdown = tokio_util::sync::CancellationToken::new();
+    let task = tokio::spawn(portald::serve(listener, shutdown.clone()));
+    let client = portal_proto::client::Client::connect(&config.socket).await.unwrap();
+    let w = client
+        .rpc()
+        .agent_watch(pb::AgentWatchRequest {
+            since: 0,
+            timeout_ms: 100,
+            ids: vec![p.id],
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let afters: Vec<_> = w.transitions.iter().map(pb::AgentTransition::after).collect();
+    assert!(
+        afters.contains(&pb::AgentState::Done) && afters.contains(&pb::AgentState::Exited),
+        "{afters:?}"
+    );
+    assert_eq!(w.transitions[0].name, "kept");
+    shutdown.cancel();
+    bounded("shutdown", task).await.unwrap().unwrap();
+}
