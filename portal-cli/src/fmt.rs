@@ -151,6 +151,7 @@ pub(crate) fn process_json(p: &pb::Process) -> Value {
         "started_at_ns": p.started_at_ns,
         "ended_at_ns": p.ended_at_ns,
         "stdin_closed": p.stdin_closed,
+        "awaiting_secret": p.awaiting_secret,
         "streams": streams,
     })
 }

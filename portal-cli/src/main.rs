@@ -84,6 +84,12 @@ enum Command {
         #[arg(long, conflicts_with = "text")]
         stdin: bool,
     },
+    /// Type a secret (password, passphrase) into a program without echo; it
+    /// never reaches the log or an agent.
+    Secret {
+        /// Process id or name.
+        proc: String,
+    },
     /// Send a signal (name or number) to a process's group.
     Signal {
         /// Process id or name.
@@ -272,6 +278,7 @@ async fn run(cli: Cli) -> Outcome {
             procs::write(&client, &proc, text, enter, stdin).await
         }
         Command::Signal { proc, signal } => procs::signal(&client, &proc, signal).await,
+        Command::Secret { proc } => procs::secret(&client, &proc).await,
         Command::Kill { proc } => procs::kill(&client, &proc).await,
         Command::KillAll => procs::kill_all(&client).await,
         Command::Clear { proc } => procs::clear(&client, &proc).await,

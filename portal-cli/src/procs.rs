@@ -148,9 +148,60 @@ pub(crate) async fn write(
         return Err(anyhow::anyhow!("nothing to write: give TEXT, --enter or --stdin").into());
     }
     let n = data.len();
-    client.rpc().write(pb::WriteRequest { proc: proc_ref(proc), data: Bytes::from(data) }).await?;
+    client
+        .rpc()
+        .write(pb::WriteRequest { proc: proc_ref(proc), data: Bytes::from(data), secret: false })
+        .await?;
     eprintln!("wrote {n} bytes");
     Ok(())
+}
+
+/// `secret`: a person types a secret (password, passphrase) straight into
+/// a program: read here with echo off, sent once with Enter, logged by
+/// portald as its length only, never seen by an agent.
+pub(crate) async fn secret(client: &Client, proc: &str) -> Outcome {
+    let p = inspect_proc(client, proc).await?;
+    if !p.awaiting_secret {
+        eprintln!(
+            "note: process {} does not look like it waits for a secret (its terminal echoes); sending anyway",
+            p.id
+        );
+    }
+    let line =
+        read_secret_line(&format!("secret for process {} ({}): ", p.id, fmt::command_line(&p, 40)))
+            .context("reading the secret")?;
+    let enter = if p.mode() == pb::Mode::Pty { "\r" } else { "\n" };
+    let data = Bytes::from(format!("{line}{enter}"));
+    let n = line.chars().count();
+    client.rpc().write(pb::WriteRequest { proc: proc_ref(proc), data, secret: true }).await?;
+    eprintln!("sent {n} characters to process {}; the log keeps only their length", p.id);
+    Ok(())
+}
+
+/// Reads one line from the terminal without echo (from stdin, when it is
+/// not a terminal, for scripts).
+fn read_secret_line(prompt: &str) -> anyhow::Result<String> {
+    use rustix::termios::{self, LocalModes, OptionalActions};
+    use std::io::{BufRead as _, IsTerminal as _, Write as _};
+    let stdin = std::io::stdin();
+    if !stdin.is_terminal() {
+        let mut line = String::new();
+        stdin.lock().read_line(&mut line)?;
+        return Ok(line.trim_end_matches(['\n', '\r']).to_owned());
+    }
+    eprint!("{prompt}");
+    std::io::stderr().flush()?;
+    let fd = rustix::stdio::stdin();
+    let saved = termios::tcgetattr(fd)?;
+    let mut quiet = saved.clone();
+    quiet.local_modes.remove(LocalModes::ECHO);
+    termios::tcsetattr(fd, OptionalActions::Flush, &quiet)?;
+    let mut line = String::new();
+    let read = stdin.lock().read_line(&mut line);
+    termios::tcsetattr(fd, OptionalActions::Flush, &saved)?;
+    eprintln!();
+    read?;
+    Ok(line.trim_end_matches(['\n', '\r']).to_owned())
 }
 
 /// `signal`.
@@ -345,7 +396,7 @@ pub(crate) async fn demo(client: &Client) -> Outcome {
         wait_for(client, p.id, ">>> ").await?;
         println!("typing: print(6*7)");
         let data = Bytes::from_static(b"print(6*7)\r");
-        rpc.write(pb::WriteRequest { proc: by_id(), data }).await?;
+        rpc.write(pb::WriteRequest { proc: by_id(), data, secret: false }).await?;
         wait_for(client, p.id, "42\r\n>>> ").await?;
         let screen =
             rpc.screen(pb::ScreenRequest { proc: by_id(), resize: None }).await?.into_inner();

@@ -374,3 +374,38 @@ async fn agents_hooks_and_the_in_band_emit_fallback() {
     assert_eq!(std::fs::read_to_string(&settings).unwrap(), original);
     d.stop().await;
 }
+
+#[tokio::test]
+async fn secret_types_into_the_program_and_not_into_the_log() {
+    let d = TestDaemon::start().await;
+    let s = d.socket();
+    let mut rpc = d.rpc();
+    let p = start_pty(
+        &mut rpc,
+        "sh",
+        &["-c", "stty -echo; read x; stty echo; echo; echo len=${#x}"],
+        24,
+        80,
+    )
+    .await;
+    let mut cmd = tokio::process::Command::new(CLI);
+    cmd.args(["secret", &p.id.to_string()])
+        .env("PORTAL_SOCKET", &s)
+        .env("PORTAL_NO_AUTOSTART", "1")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let mut child = cmd.spawn().unwrap();
+    {
+        use tokio::io::AsyncWriteExt as _;
+        let mut stdin = child.stdin.take().unwrap();
+        stdin.write_all(b"correct horse\n").await.unwrap();
+    }
+    let out = bounded("portal-cli secret", child.wait_with_output()).await.unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("sent 13 characters"));
+    wait_for_text(&mut rpc, p.id, pb::Stream::Stdout, "len=13").await;
+    let input = read_all(&mut rpc, p.id, pb::Stream::Stdin, pb::Encoding::Raw).await;
+    assert_eq!(input, b"**************");
+    d.stop().await;
+}

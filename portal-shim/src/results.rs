@@ -51,6 +51,9 @@ pub(crate) struct ProcessInfo {
     pub(crate) io_count: u64,
     /// Start time, ms since the Unix epoch.
     pub(crate) started_at_ms: i64,
+    /// It waits for a password or passphrase (echo off). Do not type it:
+    /// ask the person to run `portal-cli secret <id>`.
+    pub(crate) awaiting_secret: bool,
 }
 
 /// The lowercase status name.
@@ -91,6 +94,7 @@ impl From<&pb::Process> for ProcessInfo {
             stdin_bytes: bytes(pb::Stream::Stdin),
             io_count: p.streams.iter().map(|s| s.chunks).sum(),
             started_at_ms: p.started_at_ns / 1_000_000,
+            awaiting_secret: p.awaiting_secret,
         }
     }
 }
@@ -326,6 +330,13 @@ pub(crate) fn inspect_text(p: &ProcessInfo) -> String {
     let _ = writeln!(out, "  Inactive:   {} ms", p.inactive_ms);
     let code = p.exit_code.map_or_else(|| "None".to_owned(), |c| c.to_string());
     let _ = writeln!(out, "  Exit Code:  {code}");
+    if p.awaiting_secret {
+        let _ = writeln!(
+            out,
+            "  Waiting:    for a password (echo off); ask the person to run `portal-cli secret {}`",
+            p.id
+        );
+    }
     if let Some(sig) = p.exit_signal {
         let _ = writeln!(out, "  Signal:     {sig}");
     }
@@ -563,6 +574,9 @@ pub(crate) struct Waited {
     pub(crate) timeout_clamped: bool,
     /// How long the call waited, in ms.
     pub(crate) elapsed_ms: u64,
+    /// The program now waits for a password (echo off): ask the person to
+    /// run `portal-cli secret <id>`; never type it yourself.
+    pub(crate) awaiting_secret: bool,
 }
 
 /// The lowercase reason name.
@@ -600,6 +614,7 @@ impl Waited {
             effective_timeout_ms: r.effective_timeout_ms,
             timeout_clamped: r.timeout_clamped,
             elapsed_ms: r.elapsed_ms,
+            awaiting_secret: r.awaiting_secret,
             output: r.output,
         }
     }
@@ -639,6 +654,13 @@ impl Waited {
         }
         if self.alternate_screen {
             status.push_str(" · full-screen program: use process_screen");
+        }
+        if self.awaiting_secret {
+            let _ = write!(
+                status,
+                " · it waits for a password: ask the person to run `portal-cli secret {}`",
+                self.id
+            );
         }
         let _ = write!(status, " · cursor=\"{}\"]", self.cursor);
         if self.reason == "timeout" {

@@ -489,7 +489,7 @@ impl Shim {
         let data = Bytes::from(a.content.into_bytes());
         let written = data.len() as u64;
         self.call(Some(a.id), |mut c| {
-            let req = pb::WriteRequest { proc: by_id(a.id), data: data.clone() };
+            let req = pb::WriteRequest { proc: by_id(a.id), data: data.clone(), secret: false };
             async move { c.write(req).await }
         })
         .await?;

@@ -492,8 +492,7 @@ async fn waits_report_progress_and_cancelling_leaves_the_process_alone() {
 async fn agent_tools_list_wait_and_send() {
     let (d, shim) = with_daemon().await;
     let mut rpc = d.rpc();
-    let script =
-        "printf '\\033]3008;portal=1;state=done;name=fake\\033\\\\'; stty -echo; cat > /dev/null";
+    let script = "printf '\\033]3008;portal=1;state=done;name=fake\\033\\\\'; stty raw -echo; cat > /dev/null";
     let (_, s) = shim
         .ok("process_start", json!({"command": "sh", "args": ["-c", script], "pty": true}))
         .await;

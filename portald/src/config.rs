@@ -36,9 +36,10 @@ pub(crate) const MAX_RECORD_BYTES: usize = 64 << 10;
 
 /// Output bytes queued for the store across all processes. When the disk
 /// falls behind, actors wait for room, readers stop, programs block: the
-/// log is never dropped. 64 MiB is about a third of a second of SQLite's
-/// measured batched throughput (about 190 MB/s).
-pub(crate) const STORE_BACKLOG_BYTES: usize = 64 << 20;
+/// log is never dropped. It is also the most a crash of the daemon can lose
+/// (what was read but not yet committed): 16 MiB is a tenth of a second of
+/// SQLite's batched throughput, plenty to absorb bursts.
+pub(crate) const STORE_BACKLOG_BYTES: usize = 16 << 20;
 
 /// Upper bound of bytes written in one store transaction: keeps each commit
 /// short so flush barriers (reads) wait milliseconds, not seconds.

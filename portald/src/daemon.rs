@@ -61,6 +61,63 @@ impl Daemon {
         })?
     }
 
+    /// Registers the processes an earlier daemon left in the database: those
+    /// it was running are `lost`; all keep their logs and ids.
+    pub(crate) async fn load_dormant(&self) -> Result<usize, ProcError> {
+        let rows = self.store.read(crate::store::load_procs).await?;
+        let n = rows.len();
+        for r in rows {
+            let status = match r.status.as_str() {
+                "exited" | "killed" | "timed_out" | "stopped" => ProcStatus::Ended {
+                    reason: match r.status.as_str() {
+                        "killed" => EndReason::Killed,
+                        "timed_out" => EndReason::TimedOut,
+                        "stopped" => EndReason::Stopped,
+                        _ => EndReason::Exited,
+                    },
+                    exit: sys::ExitInfo { code: r.exit_code, signal: r.exit_signal },
+                    at_ns: r.ended_at_ns.unwrap_or(r.started_at_ns),
+                },
+                _ => ProcStatus::Lost,
+            };
+            let size = r.size.map(|(rows, cols)| crate::proc::TermSize { rows, cols });
+            let spec = ProcSpec {
+                command: r.command,
+                args: r.args,
+                cwd: PathBuf::from(r.cwd),
+                env: r.env,
+                name: r.name,
+                idle_timeout: (r.timeout_ms > 0)
+                    .then(|| std::time::Duration::from_millis(r.timeout_ms)),
+                stdio: size.map_or(Stdio::Pipes, Stdio::Pty),
+            };
+            let facts = ProcFacts {
+                id: r.id,
+                spec,
+                pid: r.pid,
+                started_at_ns: r.started_at_ns,
+                shell_integration: false,
+                token: String::new(),
+            };
+            let shared = crate::proc::Shared::default();
+            for i in 0..3 {
+                shared.end[i].store(r.ends[i], std::sync::atomic::Ordering::Release);
+                shared.start[i].store(r.starts[i], std::sync::atomic::Ordering::Release);
+                shared.chunks[i].store(r.chunks[i], std::sync::atomic::Ordering::Release);
+            }
+            *shared.cursors() = r.ends;
+            shared.touch();
+            self.registry.insert_dormant(ProcHandle::dormant(
+                facts,
+                shared,
+                status,
+                size,
+                self.store.clone(),
+            ));
+        }
+        Ok(n)
+    }
+
     /// Looks a process up and records client activity on it.
     pub(crate) fn get(&self, target: &ProcTarget) -> Result<ProcHandle, ProcError> {
         let handle = self.registry.get(target)?;

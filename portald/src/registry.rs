@@ -64,6 +64,15 @@ impl Registry {
         Ok(Reservation { registry: self, name: name.map(str::to_owned), filled: false })
     }
 
+    /// Adds a process of an earlier daemon (it keeps its id and name).
+    pub(crate) fn insert_dormant(&self, handle: ProcHandle) {
+        let mut inner = self.lock();
+        if let Some(name) = &handle.facts.spec.name {
+            inner.names.insert(name.clone(), Some(handle.id()));
+        }
+        inner.by_id.insert(handle.id(), handle);
+    }
+
     /// Looks a process up.
     pub(crate) fn get(&self, target: &ProcTarget) -> Result<ProcHandle, ProcError> {
         let inner = self.lock();

@@ -38,6 +38,11 @@ use crate::proc::{ProcId, TermSize};
 /// that behind, and memory per process stays bounded.
 pub(crate) const SCREEN_BACKLOG_BYTES: usize = 4 << 20;
 
+/// Output replayed to rebuild the final screen of a process from an earlier
+/// daemon: enough for any screen's worth of drawing after the last full
+/// redraw, cheap to parse.
+pub(crate) const REPLAY_BYTES: u64 = 1 << 20;
+
 /// Longest OSC body passed to the parser. Titles and notifications are far
 /// shorter; past this, bytes are dropped until the terminator.
 const OSC_BODY_MAX: usize = 4096;
@@ -214,6 +219,24 @@ impl Model {
             offset: self.rendered + self.skipped,
         }
     }
+}
+
+/// Renders a screen from `bytes` (output from offset `from`) without a
+/// thread, for processes whose screen must be rebuilt from the log.
+pub(crate) fn replay(id: ProcId, size: TermSize, bytes: &[u8], from: u64) -> Snapshot {
+    let size = clamp(size);
+    let mut model = Model {
+        parser: new_parser(size, Callbacks::default()),
+        replier: None,
+        size,
+        osc: OscGuard::default(),
+        spare: Vec::new(),
+        rendered: 0,
+        skipped: from,
+        id,
+    };
+    model.process(bytes);
+    model.snapshot()
 }
 
 /// The actor's end: feeds and resizes. Dropping it stops the thread.

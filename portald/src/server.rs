@@ -172,6 +172,14 @@ pub async fn serve(listener: Listener, shutdown: CancellationToken) -> anyhow::R
         started_at_ns: sys::wall_ns(),
         started: std::time::Instant::now(),
     });
+    match daemon.load_dormant().await {
+        Ok(0) => {}
+        Ok(n) => tracing::info!(
+            processes = n,
+            "processes of an earlier daemon are listed (lost if they were running)"
+        ),
+        Err(e) => tracing::error!(error = %e, "cannot list the processes of an earlier daemon"),
+    }
     let uds = tokio::net::UnixListener::from_std(uds).context("registering the socket")?;
     let incoming = tokio_stream::wrappers::UnixListenerStream::new(uds);
     let service = PortalServer::new(PortalService::new(Arc::clone(&daemon)))

@@ -182,6 +182,8 @@ pub(crate) struct WaitOutcome {
     pub(crate) screen: Vec<String>,
     /// The needle was on the screen when the wait began.
     pub(crate) matched_at_entry: bool,
+    /// The program now waits for a secret.
+    pub(crate) awaiting_secret: bool,
 }
 
 /// Mutable state of one wait.
@@ -439,7 +441,9 @@ async fn wait_with(
     } else {
         (false, Vec::new())
     };
+    let awaiting_secret = h.secret_prompt().await;
     Ok(WaitOutcome {
+        awaiting_secret,
         reason,
         matched,
         output,

@@ -169,3 +169,155 @@ async fn orphans_of_managed_processes_are_reaped() {
     assert!(unsafe_free_kill(child.id(), "TERM"));
     assert!(wait_child(child).await.success());
 }
+
+async fn follow_bytes(
+    rpc: &mut portal_proto::v1::portal_client::PortalClient<tonic::transport::Channel>,
+    id: u64,
+    at_least: usize,
+) {
+    let req = pb::FollowRequest {
+        proc: Some(pb::ProcRef { target: Some(pb::proc_ref::Target::Id(id)) }),
+        from_start: true,
+        ..Default::default()
+    };
+    let mut events = rpc.follow(req).await.unwrap().into_inner();
+    let mut n = 0;
+    tokio::time::timeout(BOUND, async {
+        while let Some(ev) = events.message().await.unwrap() {
+            if let Some(pb::follow_event::Event::Output(r)) = ev.event {
+                n += r.data.len();
+                if n >= at_least {
+                    return;
+                }
+            }
+        }
+    })
+    .await
+    .expect("output within the bound");
+}
+
+#[tokio::test]
+async fn kill_9_mid_stream_leaves_a_consistent_prefix_and_lost_processes() {
+    let d = dir();
+    let (child, socket) = spawn_daemon(d.path());
+    let client = connect(&socket).await;
+    let mut rpc = client.rpc();
+    let start = |command: &str, args: &[&str], pty: bool| pb::StartRequest {
+        command: command.into(),
+        args: args.iter().map(|s| (*s).to_owned()).collect(),
+        mode: if pty { pb::Mode::Pty } else { pb::Mode::Pipes }.into(),
+        ..Default::default()
+    };
+    let flood = rpc.start(start("seq", &["1", "50000000"], false)).await.unwrap().into_inner();
+    let screen = rpc
+        .start(start("sh", &["-c", "printf 'screen survives\\n'; exec sleep 300"], true))
+        .await
+        .unwrap()
+        .into_inner();
+    follow_bytes(&mut rpc, screen.id, 16).await;
+    follow_bytes(&mut rpc, flood.id, 2 << 20).await;
+    assert!(unsafe_free_kill(child.id(), "KILL"));
+    let status = wait_child(child).await;
+    assert_eq!(status.code(), None, "killed by a signal");
+    // The database is consistent and every stream is a gap-free prefix.
+    let db = rusqlite::Connection::open(d.path().join("data").join("portal.db")).unwrap();
+    let check: String = db.query_row("PRAGMA integrity_check", [], |r| r.get(0)).unwrap();
+    assert_eq!(check, "ok");
+    let mut stmt = db
+        .prepare(
+            "SELECT off, length(data) FROM chunks WHERE proc_id = ?1 AND stream = 1 ORDER BY off",
+        )
+        .unwrap();
+    let spans: Vec<(i64, i64)> = stmt
+        .query_map([flood.id as i64], |r| Ok((r.get(0)?, r.get(1)?)))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    assert!(!spans.is_empty());
+    let mut expect = 0;
+    for (off, len) in &spans {
+        assert_eq!(*off, expect, "gap in the stored stream");
+        expect += len;
+    }
+    drop(stmt);
+    drop(db);
+    // A new daemon lists both as lost, with logs and the final screen.
+    let (child, socket) = spawn_daemon(d.path());
+    let client = connect(&socket).await;
+    let mut rpc = client.rpc();
+    let list = rpc.list(pb::ListRequest {}).await.unwrap().into_inner();
+    let statuses: Vec<_> = list.processes.iter().map(|p| (p.id, p.status())).collect();
+    assert_eq!(statuses, vec![(flood.id, pb::Status::Lost), (screen.id, pb::Status::Lost)]);
+    let by_id = |id: u64| Some(pb::ProcRef { target: Some(pb::proc_ref::Target::Id(id)) });
+    let read = rpc
+        .read(pb::ReadRequest { proc: by_id(flood.id), max_bytes: 1 << 20, ..Default::default() })
+        .await
+        .unwrap()
+        .into_inner();
+    let text: String =
+        read.records.iter().map(|r| String::from_utf8_lossy(&r.data).into_owned()).collect();
+    let want: String = (1..=1000).map(|i| format!("{i}\n")).collect();
+    assert!(text.starts_with(&want));
+    let snap = rpc
+        .screen(pb::ScreenRequest { proc: by_id(screen.id), resize: None })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(snap.lines[0], "screen survives");
+    let err = rpc
+        .write(pb::WriteRequest { proc: by_id(screen.id), data: "x".into(), secret: false })
+        .await
+        .unwrap_err();
+    assert!(err.message().contains("status=lost"), "{}", err.message());
+    // Ids are never reused.
+    let next = rpc.start(start("true", &[], false)).await.unwrap().into_inner();
+    assert!(next.id > screen.id);
+    rpc.cleanup(pb::CleanupRequest { proc: by_id(flood.id) }).await.unwrap();
+    assert!(unsafe_free_kill(child.id(), "TERM"));
+    assert!(wait_child(child).await.success());
+}
+
+#[tokio::test]
+async fn another_user_is_refused_and_nothing_listens_on_the_network() {
+    use std::os::unix::fs::PermissionsExt;
+    let d = dir();
+    let (child, socket) = spawn_daemon(d.path());
+    connect(&socket).await;
+    // No TCP or UDP sockets: every socket the daemon has open is a Unix one.
+    let mut inet = Vec::new();
+    for table in ["tcp", "tcp6", "udp", "udp6"] {
+        let text = std::fs::read_to_string(format!("/proc/{}/net/{table}", child.id()))
+            .unwrap_or_default();
+        inet.extend(
+            text.lines().skip(1).filter_map(|l| l.split_whitespace().nth(9).map(str::to_owned)),
+        );
+    }
+    for fd in std::fs::read_dir(format!("/proc/{}/fd", child.id())).unwrap() {
+        let target = std::fs::read_link(fd.unwrap().path()).unwrap_or_default();
+        let t = target.to_string_lossy();
+        if let Some(inode) = t.strip_prefix("socket:[").and_then(|s| s.strip_suffix(']')) {
+            assert!(!inet.iter().any(|i| i == inode), "portald has a network socket open");
+        }
+    }
+    if portal_proto::paths::uid() == 0 {
+        // Let another user reach the socket file, so the daemon's own check
+        // is what refuses them.
+        for p in [d.path(), socket.parent().unwrap()] {
+            std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o711)).unwrap();
+        }
+        std::fs::set_permissions(&socket, std::fs::Permissions::from_mode(0o666)).unwrap();
+        let cli = std::path::Path::new(env!("CARGO_BIN_EXE_portald")).with_file_name("portal-cli");
+        let out = Command::new("setpriv")
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+            .arg(&cli)
+            .args(["--no-autostart", "ps"])
+            .env("PORTAL_SOCKET", &socket)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(3), "{err}");
+        assert!(err.contains("refused this client") && err.contains("peer uid 65534"), "{err}");
+    }
+    assert!(unsafe_free_kill(child.id(), "TERM"));
+    assert!(wait_child(child).await.success());
+}

@@ -47,6 +47,14 @@ pub enum ClientError {
         /// The limit.
         max: usize,
     },
+    /// The daemon refused this client (another user's daemon).
+    #[error("portald at {} refused this client: {reason}", socket.display())]
+    Refused {
+        /// The socket.
+        socket: PathBuf,
+        /// The daemon's message.
+        reason: String,
+    },
     /// The daemon could not be started.
     #[error("cannot start portald: {0}")]
     Launch(String),
@@ -94,7 +102,13 @@ impl Client {
         let info = rpc
             .get_info(GetInfoRequest {})
             .await
-            .map_err(|s| unavailable(format!("GetInfo failed: {}", s.message())))?
+            .map_err(|s| match s.code() {
+                tonic::Code::PermissionDenied => ClientError::Refused {
+                    socket: socket.to_path_buf(),
+                    reason: s.message().to_owned(),
+                },
+                _ => unavailable(format!("GetInfo failed: {}", s.message())),
+            })?
             .into_inner();
         if info.protocol_version != PROTOCOL_VERSION {
             return Err(ClientError::VersionMismatch {
@@ -158,6 +172,7 @@ pub fn is_disconnect(status: &tonic::Status) -> bool {
                 "broken pipe",
                 "h2 protocol error",
                 "error trying to connect",
+                "operation was canceled",
             ]
             .iter()
             .any(|k| m.contains(k))

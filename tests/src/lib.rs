@@ -304,7 +304,8 @@ pub async fn screen(rpc: &mut PortalClient<Channel>, id: u64) -> pb::ScreenSnaps
 
 /// Writes bytes to a process.
 pub async fn write(rpc: &mut PortalClient<Channel>, id: u64, data: &[u8]) {
-    let req = pb::WriteRequest { proc: by_id(id), data: Bytes::copy_from_slice(data) };
+    let req =
+        pb::WriteRequest { proc: by_id(id), data: Bytes::copy_from_slice(data), secret: false };
     rpc.write(req).await.expect("write");
 }
 

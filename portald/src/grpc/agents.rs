@@ -68,10 +68,11 @@ fn source_pb(s: Source) -> pb::AgentSource {
 
 fn agent_pb(d: &Daemon, r: AgentRecord) -> pb::Agent {
     let age = crate::sys::monotonic_ns() - r.since_mono_ns;
-    let process_status = d
-        .registry
-        .get(&ProcTarget::Id(r.id.0))
-        .map_or(pb::Status::Unspecified, |h| status_pb(h.status()).0);
+    let handle = d.registry.get(&ProcTarget::Id(r.id.0)).ok();
+    let process_status =
+        handle.as_ref().map_or(pb::Status::Unspecified, |h| status_pb(h.status()).0);
+    let awaiting_secret =
+        handle.is_some_and(|h| h.shared.awaiting_secret.load(std::sync::atomic::Ordering::Acquire));
     pb::Agent {
         id: r.id.0,
         name: r.name.unwrap_or_default(),
@@ -86,6 +87,7 @@ fn agent_pb(d: &Daemon, r: AgentRecord) -> pb::Agent {
         pid: r.pid.unwrap_or(0),
         event: r.event.unwrap_or_default(),
         process_status: process_status.into(),
+        awaiting_secret,
     }
 }
 

@@ -402,6 +402,7 @@ pub(crate) fn wait_pb(o: WaitOutcome) -> pb::WaitResponse {
         screen: o.screen,
         matched_at_entry: o.matched_at_entry,
         timeout_clamped: o.clamped,
+        awaiting_secret: o.awaiting_secret,
     }
 }
 
@@ -434,6 +435,7 @@ pub(crate) fn status_pb(s: ProcStatus) -> (pb::Status, Option<i32>, Option<i32>,
     use crate::proc::EndReason;
     match s {
         ProcStatus::Running => (pb::Status::Running, None, None, None),
+        ProcStatus::Lost => (pb::Status::Lost, None, None, None),
         ProcStatus::Ended { reason, exit, at_ns } => {
             let st = match reason {
                 EndReason::Exited => pb::Status::Exited,
@@ -492,6 +494,7 @@ pub(crate) fn process_pb(h: &ProcHandle) -> pb::Process {
         idle_ms: h.shared.idle_ms(),
         streams,
         stdin_closed: h.shared.stdin_closed.load(Ordering::Acquire),
+        awaiting_secret: h.shared.awaiting_secret.load(Ordering::Acquire),
     }
 }
 

@@ -102,7 +102,8 @@ impl Portal for PortalService {
         }
         let written = req.data.len() as u64;
         let data: Bytes = req.data;
-        let stdin_offset = handle.write(data).await?;
+        let stdin_offset =
+            if req.secret { handle.write_secret(data).await? } else { handle.write(data).await? };
         ok(pb::WriteResponse { written, stdin_offset })
     }
 

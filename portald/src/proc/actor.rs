@@ -112,7 +112,8 @@ pub(crate) fn start(parts: ActorParts, tracker: &TaskTracker) -> Result<ProcHand
         shared: Arc::clone(&shared),
         state: state_rx,
         screen: screen.as_ref().map(|s| s.view()),
-        requests: req_tx,
+        requests: Some(req_tx),
+        dormant: None,
     };
     let actor = ProcActor {
         facts,
@@ -330,6 +331,7 @@ impl ProcActor {
     /// the shell ends the agent.
     fn sweep_foreground(&mut self) {
         let Some(fd) = self.primary.as_ref().and_then(|p| p.as_raw_fd()) else { return };
+        self.check_secret_prompt();
         let pgrp = sys::foreground_pgrp(fd);
         if pgrp == self.fg_pgrp {
             return;
@@ -468,15 +470,16 @@ impl ProcActor {
     fn not_running(&self) -> ProcError {
         let status = match self.status() {
             ProcStatus::Running => "exited",
-            other @ ProcStatus::Ended { .. } => other.as_str(),
+            other @ (ProcStatus::Ended { .. } | ProcStatus::Lost) => other.as_str(),
         };
         ProcError::NotRunning { id: self.id(), status }
     }
 
     async fn on_request(&mut self, req: ProcRequest) {
         match req {
-            ProcRequest::Write { data, reply } => {
-                let res = self.write(data).await;
+            ProcRequest::Write { data, secret, reply } => {
+                let res =
+                    if secret { self.write_redacted(data).await } else { self.write(data).await };
                 let _ = reply.send(res);
             }
             ProcRequest::WriteParts { parts, gap, reply } => {
@@ -491,6 +494,9 @@ impl ProcActor {
                     }
                 }
                 let _ = reply.send(res);
+            }
+            ProcRequest::SecretPrompt { reply } => {
+                let _ = reply.send(self.exit.is_none() && self.check_secret_prompt());
             }
             ProcRequest::CloseStdin { reply } => {
                 let res = self.close_stdin().await;
@@ -535,7 +541,33 @@ impl ProcActor {
         }
     }
 
+    /// Whether the terminal is at a secret prompt now (also published for
+    /// inspect and agents).
+    fn check_secret_prompt(&self) -> bool {
+        let secret = self
+            .primary
+            .as_ref()
+            .and_then(|p| p.as_raw_fd())
+            .and_then(sys::secret_prompt)
+            .unwrap_or(false);
+        self.shared.awaiting_secret.store(secret, Ordering::Release);
+        secret
+    }
+
     async fn write(&mut self, data: Bytes) -> Result<u64, ProcError> {
+        if self.check_secret_prompt() {
+            return self.write_redacted(data).await;
+        }
+        self.write_logged(data, false).await
+    }
+
+    /// Writes input whose log record keeps only its length (`*` per byte, so
+    /// offsets stay contiguous).
+    async fn write_redacted(&mut self, data: Bytes) -> Result<u64, ProcError> {
+        self.write_logged(data, true).await
+    }
+
+    async fn write_logged(&mut self, data: Bytes, redact: bool) -> Result<u64, ProcError> {
         if self.exit.is_some() {
             return Err(self.not_running());
         }
@@ -554,7 +586,7 @@ impl ProcActor {
         if !self.input.send(data.clone()) {
             return Err(self.not_running());
         }
-        let mut rest = data;
+        let mut rest = if redact { Bytes::from(vec![b'*'; data.len()]) } else { data };
         while !rest.is_empty() {
             let piece = rest.split_to(rest.len().min(MAX_RECORD_BYTES));
             self.record(StreamId::Stdin, piece).await;

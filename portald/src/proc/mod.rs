@@ -21,6 +21,7 @@ use bytes::Bytes;
 use tokio::sync::{broadcast, mpsc, oneshot, watch};
 
 use crate::screen::{ScreenView, Snapshot};
+use crate::store::Store;
 use crate::store::StoreError;
 use crate::sys::ExitInfo;
 
@@ -140,6 +141,8 @@ pub(crate) enum ProcStatus {
         /// Wall-clock end time, ns.
         at_ns: i64,
     },
+    /// Was running when a previous daemon died; its fate is unknown.
+    Lost,
 }
 
 impl ProcStatus {
@@ -153,6 +156,7 @@ impl ProcStatus {
         match self {
             Self::Running => "running",
             Self::Ended { reason, .. } => reason.as_str(),
+            Self::Lost => "lost",
         }
     }
 }
@@ -305,6 +309,8 @@ pub(crate) struct Shared {
     pub(crate) last_activity_ns: AtomicI64,
     /// True once input was closed.
     pub(crate) stdin_closed: AtomicBool,
+    /// The terminal reads a line with echo off (a secret prompt).
+    pub(crate) awaiting_secret: AtomicBool,
     /// Per stream "read new" cursors of the server-side reader.
     pub(crate) read_cursors: Mutex<[u64; 3]>,
 }
@@ -371,6 +377,8 @@ pub(crate) enum ProcRequest {
     Write {
         /// Bytes.
         data: Bytes,
+        /// Typed by a person as a secret: log only its length.
+        secret: bool,
         /// Offset of the bytes in the stdin stream.
         reply: oneshot::Sender<Result<u64, ProcError>>,
     },
@@ -383,6 +391,11 @@ pub(crate) enum ProcRequest {
         gap: Duration,
         /// Done.
         reply: oneshot::Sender<Result<(), ProcError>>,
+    },
+    /// Whether the terminal is at a secret prompt right now.
+    SecretPrompt {
+        /// The answer.
+        reply: oneshot::Sender<bool>,
     },
     /// Close input.
     CloseStdin {
@@ -450,9 +463,12 @@ pub(crate) struct ProcHandle {
     pub(crate) shared: Arc<Shared>,
     /// Published state.
     pub(crate) state: watch::Receiver<Published>,
-    /// The screen (PTY mode).
+    /// The screen (PTY mode, while an actor owns the process).
     pub(crate) screen: Option<ScreenView>,
-    requests: mpsc::Sender<ProcRequest>,
+    requests: Option<mpsc::Sender<ProcRequest>>,
+    /// For a process from an earlier daemon (no actor): its log, to read
+    /// from and to rebuild its final screen.
+    dormant: Option<Store>,
 }
 
 impl ProcHandle {
@@ -471,18 +487,57 @@ impl ProcHandle {
         self.published().status
     }
 
+    /// A handle for a process an earlier daemon started: no actor, no
+    /// program; its log and counters come from the store.
+    pub(crate) fn dormant(
+        facts: ProcFacts,
+        shared: Shared,
+        status: ProcStatus,
+        size: Option<TermSize>,
+        store: Store,
+    ) -> Self {
+        let (_, state) = watch::channel(Published { status, size });
+        Self {
+            facts: Arc::new(facts),
+            shared: Arc::new(shared),
+            state,
+            screen: None,
+            requests: None,
+            dormant: Some(store),
+        }
+    }
+
+    /// True for a process of an earlier daemon.
+    pub(crate) fn is_dormant(&self) -> bool {
+        self.dormant.is_some()
+    }
+
+    fn not_running(&self) -> ProcError {
+        let status = match self.status() {
+            ProcStatus::Running => "exited",
+            other @ (ProcStatus::Ended { .. } | ProcStatus::Lost) => other.as_str(),
+        };
+        ProcError::NotRunning { id: self.id(), status }
+    }
+
     async fn ask<T>(
         &self,
         make: impl FnOnce(oneshot::Sender<T>) -> ProcRequest,
     ) -> Result<T, ProcError> {
+        let Some(requests) = &self.requests else { return Err(self.not_running()) };
         let (tx, rx) = oneshot::channel();
-        self.requests.send(make(tx)).await.map_err(|_| ProcError::Gone(self.id()))?;
+        requests.send(make(tx)).await.map_err(|_| ProcError::Gone(self.id()))?;
         rx.await.map_err(|_| ProcError::Gone(self.id()))
     }
 
     /// Writes input; returns its offset in the stdin stream.
     pub(crate) async fn write(&self, data: Bytes) -> Result<u64, ProcError> {
-        self.ask(|reply| ProcRequest::Write { data, reply }).await?
+        self.ask(|reply| ProcRequest::Write { data, secret: false, reply }).await?
+    }
+
+    /// Writes a secret a person typed: the log keeps only its length.
+    pub(crate) async fn write_secret(&self, data: Bytes) -> Result<u64, ProcError> {
+        self.ask(|reply| ProcRequest::Write { data, secret: true, reply }).await?
     }
 
     /// Writes parts in order with `gap` between them, atomically with
@@ -493,6 +548,15 @@ impl ProcHandle {
         gap: Duration,
     ) -> Result<(), ProcError> {
         self.ask(|reply| ProcRequest::WriteParts { parts, gap, reply }).await?
+    }
+
+    /// Whether the program waits for a secret right now (a line read with
+    /// echo off).
+    pub(crate) async fn secret_prompt(&self) -> bool {
+        if self.screen.is_none() {
+            return false;
+        }
+        self.ask(|reply| ProcRequest::SecretPrompt { reply }).await.unwrap_or(false)
     }
 
     /// Closes input.
@@ -507,6 +571,9 @@ impl ProcHandle {
 
     /// Kills the tree and waits until the process ended and its output drained.
     pub(crate) async fn kill(&self, reason: EndReason) -> Result<ProcStatus, ProcError> {
+        if self.is_dormant() {
+            return Ok(self.status());
+        }
         self.ask(|reply| ProcRequest::Kill { reason, reply }).await
     }
 
@@ -517,19 +584,66 @@ impl ProcHandle {
 
     /// Clears history.
     pub(crate) async fn clear(&self) -> Result<[u64; 3], ProcError> {
+        if let Some(store) = &self.dormant {
+            let ends = self.shared.ends();
+            for s in StreamId::ALL {
+                self.shared.start[s.index()].store(ends[s.index()], Ordering::Release);
+            }
+            *self.shared.cursors() = ends;
+            store.clear(self.id(), ends).await?;
+            return Ok(ends);
+        }
         self.ask(|reply| ProcRequest::Clear { reply }).await?
     }
 
     /// Subscribes to live events.
     pub(crate) async fn attach(&self) -> Result<Attachment, ProcError> {
+        if self.is_dormant() {
+            // Nothing will ever happen live: a closed subscription.
+            let (_, events) = broadcast::channel(1);
+            return Ok(Attachment {
+                ends: self.shared.ends(),
+                events,
+                ended: true,
+                prompt_marks: 0,
+            });
+        }
         self.ask(|reply| ProcRequest::Attach { reply }).await
     }
 
     /// A snapshot of the screen, rendered up to everything output so far.
+    /// For a process of an earlier daemon the final screen is rebuilt by
+    /// replaying the end of its log.
     pub(crate) async fn snapshot(&self) -> Result<Snapshot, ProcError> {
-        let screen = self.screen.clone().ok_or(ProcError::NotPty(self.id()))?;
         let id = self.id();
-        tokio::task::spawn_blocking(move || screen.snapshot())
+        if let Some(screen) = self.screen.clone() {
+            return tokio::task::spawn_blocking(move || screen.snapshot())
+                .await
+                .map_err(|_| ProcError::Gone(id));
+        }
+        let (Some(store), Stdio::Pty(size)) = (&self.dormant, self.facts.spec.stdio) else {
+            return Err(ProcError::NotPty(id));
+        };
+        let size = self.published().size.unwrap_or(size);
+        let end = self.shared.end[StreamId::Stdout.index()].load(Ordering::Acquire);
+        let from = end
+            .saturating_sub(crate::screen::REPLAY_BYTES)
+            .max(self.shared.start[StreamId::Stdout.index()].load(Ordering::Acquire));
+        let pieces = store
+            .read(move |c| {
+                crate::store::read_range(
+                    c,
+                    id,
+                    StreamId::Stdout,
+                    from,
+                    end,
+                    crate::screen::REPLAY_BYTES,
+                    crate::store::Keep::Tail,
+                )
+            })
+            .await?;
+        let bytes: Vec<u8> = pieces.iter().flat_map(|p| p.data.iter().copied()).collect();
+        tokio::task::spawn_blocking(move || crate::screen::replay(id, size, &bytes, from))
             .await
             .map_err(|_| ProcError::Gone(id))
     }

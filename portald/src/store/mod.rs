@@ -573,6 +573,101 @@ pub(crate) fn load_program(
         .optional()?)
 }
 
+/// A process row from an earlier daemon, with its stream counters.
+#[derive(Clone, Debug)]
+pub(crate) struct StoredProc {
+    /// Id.
+    pub(crate) id: ProcId,
+    /// Name.
+    pub(crate) name: Option<String>,
+    /// Program.
+    pub(crate) command: String,
+    /// Arguments.
+    pub(crate) args: Vec<String>,
+    /// Working directory.
+    pub(crate) cwd: String,
+    /// Environment overrides.
+    pub(crate) env: std::collections::BTreeMap<String, String>,
+    /// PTY size, for PTY processes.
+    pub(crate) size: Option<(u16, u16)>,
+    /// Idle timeout.
+    pub(crate) timeout_ms: u64,
+    /// OS pid it had.
+    pub(crate) pid: u32,
+    /// Stored status name.
+    pub(crate) status: String,
+    /// Exit code.
+    pub(crate) exit_code: Option<i32>,
+    /// Exit signal.
+    pub(crate) exit_signal: Option<i32>,
+    /// Start, ns.
+    pub(crate) started_at_ns: i64,
+    /// End, ns.
+    pub(crate) ended_at_ns: Option<i64>,
+    /// Per stream: history start.
+    pub(crate) starts: [u64; 3],
+    /// Per stream: end offset.
+    pub(crate) ends: [u64; 3],
+    /// Per stream: chunks retained.
+    pub(crate) chunks: [u64; 3],
+}
+
+/// Every process row, oldest first, with stream counters from the log.
+pub(crate) fn load_procs(conn: &Connection) -> Result<Vec<StoredProc>, StoreError> {
+    let mut stmt = conn.prepare(
+        "SELECT id, name, command, args, cwd, env, mode, rows, cols, timeout_ms, pid, status, exit_code, exit_signal,
+                started_at_ns, ended_at_ns, start_stdin, start_stdout, start_stderr FROM processes ORDER BY id",
+    )?;
+    let mut procs = Vec::new();
+    let mut rows = stmt.query([])?;
+    let u = |v: i64| u64::try_from(v).unwrap_or(0);
+    while let Some(r) = rows.next()? {
+        let mode: String = r.get(6)?;
+        let rows_: Option<i64> = r.get(7)?;
+        let cols: Option<i64> = r.get(8)?;
+        let size = (mode == "pty").then(|| {
+            let d =
+                |v: Option<i64>, default| v.and_then(|v| u16::try_from(v).ok()).unwrap_or(default);
+            (d(rows_, crate::config::DEFAULT_ROWS), d(cols, crate::config::DEFAULT_COLS))
+        });
+        procs.push(StoredProc {
+            id: ProcId(u(r.get(0)?)),
+            name: r.get(1)?,
+            command: r.get(2)?,
+            args: serde_json::from_str(&r.get::<_, String>(3)?).unwrap_or_default(),
+            cwd: r.get(4)?,
+            env: serde_json::from_str(&r.get::<_, String>(5)?).unwrap_or_default(),
+            size,
+            timeout_ms: u(r.get(9)?),
+            pid: u32::try_from(r.get::<_, i64>(10)?).unwrap_or(0),
+            status: r.get(11)?,
+            exit_code: r.get(12)?,
+            exit_signal: r.get(13)?,
+            started_at_ns: r.get(14)?,
+            ended_at_ns: r.get(15)?,
+            starts: [u(r.get(16)?), u(r.get(17)?), u(r.get(18)?)],
+            ends: [0; 3],
+            chunks: [0; 3],
+        });
+    }
+    let mut counters = conn.prepare_cached(
+        "SELECT stream, max(off + length(data)), count(*) FROM chunks WHERE proc_id = ?1 GROUP BY stream",
+    )?;
+    for p in &mut procs {
+        let mut rows = counters.query(params![to_i64(p.id.0)])?;
+        while let Some(r) = rows.next()? {
+            if let Some(s) = StreamId::ALL.get(usize::try_from(r.get::<_, i64>(0)?).unwrap_or(9)) {
+                p.ends[s.index()] = u(r.get::<_, Option<i64>>(1)?.unwrap_or(0));
+                p.chunks[s.index()] = u(r.get(2)?);
+            }
+        }
+        for i in 0..3 {
+            p.ends[i] = p.ends[i].max(p.starts[i]);
+        }
+    }
+    Ok(procs)
+}
+
 /// The highest agent transition sequence number recorded.
 pub(crate) fn last_agent_seq(conn: &Connection) -> Result<u64, StoreError> {
     let v: i64 =

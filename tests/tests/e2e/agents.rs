@@ -250,11 +250,12 @@ async fn fleet_waits_all_and_any_with_timeouts() {
 async fn a_retried_send_is_not_typed_twice_and_sends_never_interleave() {
     let d = TestDaemon::start().await;
     let mut rpc = d.rpc();
-    // A ready agent that echoes nothing back: `cat` with echo off.
+    // A ready agent that echoes nothing back: `cat` in raw mode, echo off
+    // (raw, so it is not taken for a password prompt).
     let p = start_pty(
         &mut rpc,
         "sh",
-        &["-c", &format!("{}; stty -echo; cat > /dev/null", osc("done", "fake"))],
+        &["-c", &format!("{}; stty raw -echo; cat > /dev/null", osc("done", "fake"))],
         24,
         80,
     )

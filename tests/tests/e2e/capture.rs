@@ -161,8 +161,10 @@ async fn close_stdin_sends_eof_on_a_pty() {
     rpc.close_stdin(pb::CloseStdinRequest { proc: by_id(p.id) }).await.unwrap();
     let end = wait_exit(&mut rpc, p.id).await;
     assert_eq!(end.exit_code, Some(0));
-    let err =
-        rpc.write(pb::WriteRequest { proc: by_id(p.id), data: "x".into() }).await.unwrap_err();
+    let err = rpc
+        .write(pb::WriteRequest { proc: by_id(p.id), data: "x".into(), secret: false })
+        .await
+        .unwrap_err();
     assert_eq!(err.code(), tonic::Code::FailedPrecondition);
     d.stop().await;
 }

@@ -12,7 +12,10 @@ async fn unknown_ids_and_names_are_not_found() {
     let err = rpc.inspect(pb::InspectRequest { proc: by_id(999) }).await.unwrap_err();
     assert_eq!((err.code(), err.message()), (Code::NotFound, "no process with id 999"));
     let name = Some(pb::ProcRef { target: Some(pb::proc_ref::Target::Name("nope".into())) });
-    let err = rpc.write(pb::WriteRequest { proc: name, data: "x".into() }).await.unwrap_err();
+    let err = rpc
+        .write(pb::WriteRequest { proc: name, data: "x".into(), secret: false })
+        .await
+        .unwrap_err();
     assert_eq!((err.code(), err.message()), (Code::NotFound, "no process named \"nope\""));
     let err = rpc.inspect(pb::InspectRequest { proc: None }).await.unwrap_err();
     assert_eq!(err.code(), Code::InvalidArgument);
@@ -75,8 +78,10 @@ async fn bad_signals_sizes_and_writes_are_refused() {
     let err = rpc.start(req).await.unwrap_err();
     assert!(err.message().contains("size.cols"), "{}", err.message());
     rpc.kill(pb::KillRequest { proc: by_id(p.id) }).await.unwrap();
-    let err =
-        rpc.write(pb::WriteRequest { proc: by_id(p.id), data: "x".into() }).await.unwrap_err();
+    let err = rpc
+        .write(pb::WriteRequest { proc: by_id(p.id), data: "x".into(), secret: false })
+        .await
+        .unwrap_err();
     assert_eq!(err.code(), Code::FailedPrecondition);
     assert!(err.message().contains("is not running (status=killed)"), "{}", err.message());
     let err = rpc
@@ -97,7 +102,7 @@ async fn a_program_that_never_reads_cannot_make_input_grow_without_bound() {
     // The first 10 MB are accepted (bounded backlog), the next ones refused.
     let mut refused = None;
     for _ in 0..4 {
-        let req = pb::WriteRequest { proc: by_id(p.id), data: big.clone().into() };
+        let req = pb::WriteRequest { proc: by_id(p.id), data: big.clone().into(), secret: false };
         if let Err(e) = rpc.write(req).await {
             refused = Some(e);
             break;
@@ -111,7 +116,7 @@ async fn a_program_that_never_reads_cannot_make_input_grow_without_bound() {
     wait_for_text(&mut rpc, other.id, pb::Stream::Stdout, "still fine").await;
     let too_big = vec![b'x'; portal_proto::MAX_WRITE_BYTES + 1];
     let err = rpc
-        .write(pb::WriteRequest { proc: by_id(other.id), data: too_big.into() })
+        .write(pb::WriteRequest { proc: by_id(other.id), data: too_big.into(), secret: false })
         .await
         .unwrap_err();
     assert_eq!(err.code(), Code::InvalidArgument);

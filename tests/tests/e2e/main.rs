@@ -11,5 +11,6 @@ mod lifecycle;
 mod reads;
 mod registry;
 mod screen;
+mod security;
 mod tidy;
 mod waits;
