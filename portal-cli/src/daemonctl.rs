@@ -25,6 +25,12 @@ fn print_info(info: &pb::GetInfoResponse, out: JsonFlag) {
             "processes": info.processes,
             "running_processes": info.running,
             "uptime_ms": info.uptime_ms,
+            "log_bytes": info.log_bytes,
+            "log_limit_per_process": info.log_limit_per_process,
+            "log_limit_total": info.log_limit_total,
+            "log_bytes_trimmed": info.log_bytes_trimmed,
+            "log_bytes_dropped": info.log_bytes_dropped,
+            "storage_error": (!info.storage_error.is_empty()).then_some(&info.storage_error),
         }));
     } else {
         println!("portald {} is running (pid {})", info.daemon_version, info.pid);
@@ -32,6 +38,24 @@ fn print_info(info: &pb::GetInfoResponse, out: JsonFlag) {
         println!("  database   {}", info.database);
         println!("  processes  {} ({} running)", info.processes, info.running);
         println!("  uptime     {}", fmt::short_duration(info.uptime_ms));
+        println!(
+            "  log        {} kept (limits: {} per process, {} in total; {} trimmed so far)",
+            fmt::short_bytes(info.log_bytes),
+            fmt::short_bytes(info.log_limit_per_process),
+            fmt::short_bytes(info.log_limit_total),
+            fmt::short_bytes(info.log_bytes_trimmed),
+        );
+        if info.log_bytes_dropped > 0 || !info.storage_error.is_empty() {
+            println!(
+                "  STORAGE    {} of output could not be stored{}",
+                fmt::short_bytes(info.log_bytes_dropped),
+                if info.storage_error.is_empty() {
+                    String::new()
+                } else {
+                    format!("; writes fail now: {} (free disk space)", info.storage_error)
+                },
+            );
+        }
     }
 }
 

@@ -80,6 +80,11 @@ pub(crate) const MAX_TERM_DIM: u16 = 1000;
 /// Longest idle timeout accepted (30 days); longer is a unit mistake.
 pub(crate) const MAX_IDLE_TIMEOUT: Duration = Duration::from_secs(30 * 24 * 3600);
 
+/// With [`Config::fault_injection`], writing exactly these bytes to a
+/// process panics its handler (tests prove the panic stays contained).
+#[doc(hidden)]
+pub const FAULT_PANIC_TRIGGER: &[u8] = b"\0portal-fault-injection: panic\0";
+
 /// Operator settings of one daemon.
 #[derive(Clone, Debug)]
 pub struct Config {
@@ -97,11 +102,25 @@ pub struct Config {
     /// clients cut calls, so a result is never lost; agents re-issue with the
     /// returned cursor.
     pub wait_ceiling: Duration,
+    /// How much I/O log is kept (oldest trimmed first).
+    pub retention: crate::store::Retention,
+    /// Tests only: writing the fault-injection trigger to a process panics
+    /// its handler, to prove a panic is contained. No flag sets it.
+    #[doc(hidden)]
+    pub fault_injection: bool,
 }
 
 /// Default process limit: enough for a fleet of agents and their tools, low
 /// enough that a runaway loop of starts is stopped before the machine is.
 pub const DEFAULT_MAX_PROCESSES: usize = 4096;
+
+/// Default log kept per process: a day of a busy build's output, while a
+/// program stuck printing in a loop is cut off long before it matters.
+pub const DEFAULT_LOG_PER_PROCESS: u64 = 512 << 20;
+
+/// Default log kept in total: room for a few busy processes and thousands of
+/// quiet ones, a small share of any developer machine's disk.
+pub const DEFAULT_LOG_TOTAL: u64 = 4 << 30;
 
 /// Default wait ceiling (see [`Config::wait_ceiling`]).
 pub const DEFAULT_WAIT_CEILING: Duration = Duration::from_secs(50);
@@ -120,6 +139,12 @@ impl Config {
             kill_grace: DEFAULT_KILL_GRACE,
             subreaper: true,
             wait_ceiling: DEFAULT_WAIT_CEILING,
+            retention: crate::store::Retention {
+                per_process: DEFAULT_LOG_PER_PROCESS,
+                total: DEFAULT_LOG_TOTAL,
+                max_db_bytes: None,
+            },
+            fault_injection: false,
         }
     }
 

@@ -107,13 +107,9 @@ impl Daemon {
             }
             *shared.cursors() = r.ends;
             shared.touch();
-            self.registry.insert_dormant(ProcHandle::dormant(
-                facts,
-                shared,
-                status,
-                size,
-                self.store.clone(),
-            ));
+            let handle = ProcHandle::dormant(facts, shared, status, size, self.store.clone());
+            self.store.track(handle.id(), &handle.shared);
+            self.registry.insert_dormant(handle);
         }
         Ok(n)
     }
@@ -210,6 +206,7 @@ impl Daemon {
             store: self.store.clone(),
             cancel: self.shutdown.child_token(),
             kill_grace: self.config.kill_grace,
+            fault_injection: self.config.fault_injection,
         };
         let is_pty = matches!(parts.facts.spec.stdio, Stdio::Pty(_));
         let agent = is_pty
@@ -226,6 +223,7 @@ impl Daemon {
             self.agents.register(id);
         }
         let handle = actor::start(parts, &self.tracker)?;
+        self.store.track(handle.id(), &handle.shared);
         if let Some((name, kind)) = agent {
             // The program itself is an agent: known from the start.
             self.agents.apply(id, AgentEvent::Discovered { name, kind, pid });

@@ -25,6 +25,8 @@ mod agents;
 mod ansi;
 pub mod config;
 mod daemon;
+#[cfg(test)]
+mod fuzz;
 mod grpc;
 mod osc;
 mod proc;
@@ -38,6 +40,7 @@ mod waits;
 
 pub use config::Config;
 pub use server::{Listener, StartError, bind, run, serve};
+pub use store::Retention;
 
 /// Detaches the daemon from whoever started it: a new session, so it has no
 /// controlling terminal and survives the client and its terminal.

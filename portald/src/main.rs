@@ -35,6 +35,35 @@ struct Args {
     /// Milliseconds between SIGHUP/SIGTERM and SIGKILL for processes at shutdown
     #[arg(long, default_value_t = 2000)]
     kill_grace_ms: u64,
+    /// Most I/O log kept per process; the oldest is trimmed first (bytes, or with K/M/G suffix)
+    #[arg(long, env = "PORTAL_MAX_LOG_PER_PROCESS", default_value = "512M", value_parser = parse_size)]
+    max_log_per_process: u64,
+    /// Most I/O log kept in total; the oldest processes' history is trimmed first
+    #[arg(long, env = "PORTAL_MAX_LOG_TOTAL", default_value = "4G", value_parser = parse_size)]
+    max_log_total: u64,
+    /// Hard ceiling of the database file; reaching it is handled like a full disk
+    #[arg(long, env = "PORTAL_MAX_DB_SIZE", value_parser = parse_size)]
+    max_db_size: Option<u64>,
+}
+
+/// Parses `1048576`, `64K`, `512M`, `4G` (powers of 1024).
+fn parse_size(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let (digits, shift) = match t.char_indices().last() {
+        Some((i, 'k' | 'K')) => (&t[..i], 10),
+        Some((i, 'm' | 'M')) => (&t[..i], 20),
+        Some((i, 'g' | 'G')) => (&t[..i], 30),
+        Some((i, 't' | 'T')) => (&t[..i], 40),
+        _ => (t, 0),
+    };
+    let n: u64 = digits
+        .parse()
+        .map_err(|_| format!("{s:?} is not a size: use bytes or a number with K, M, G or T"))?;
+    let v = n.checked_mul(1 << shift).ok_or_else(|| format!("{s:?} is too large"))?;
+    if v == 0 {
+        return Err(format!("{s:?}: the size must be above zero"));
+    }
+    Ok(v)
 }
 
 fn init_logging(args: &Args, data_dir: &std::path::Path) -> anyhow::Result<()> {
@@ -82,6 +111,11 @@ fn main() -> ExitCode {
     let mut config = portald::Config::new(socket, data_dir);
     config.max_processes = args.max_processes;
     config.kill_grace = Duration::from_millis(args.kill_grace_ms);
+    config.retention = portald::Retention {
+        per_process: args.max_log_per_process,
+        total: args.max_log_total,
+        max_db_bytes: args.max_db_size,
+    };
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {

@@ -130,7 +130,7 @@ pub fn bind(config: &Config) -> Result<Listener, StartError> {
         std::fs::remove_file(&socket)
             .with_context(|| format!("removing stale socket {}", socket.display()))?;
     }
-    let (store, store_thread) = Store::open(&config.database())
+    let (store, store_thread) = Store::open(&config.database(), config.retention)
         .map_err(|e| anyhow::anyhow!(e))
         .context("opening the database")?;
     let uds = std::os::unix::net::UnixListener::bind(&socket)
@@ -185,7 +185,10 @@ pub async fn serve(listener: Listener, shutdown: CancellationToken) -> anyhow::R
     let service = PortalServer::new(PortalService::new(Arc::clone(&daemon)))
         .max_decoding_message_size(portal_proto::MAX_MESSAGE_BYTES)
         .max_encoding_message_size(portal_proto::MAX_MESSAGE_BYTES);
-    let service = tonic::service::interceptor::InterceptedService::new(service, auth::check_peer);
+    let service = tonic::service::interceptor::InterceptedService::new(
+        crate::grpc::decode::DecodeErrors(service),
+        auth::check_peer,
+    );
     let server = tonic::transport::Server::builder()
         .add_service(service)
         .serve_with_incoming_shutdown(incoming, shutdown.clone().cancelled_owned());

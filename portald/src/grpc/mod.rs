@@ -8,6 +8,7 @@ pub(crate) mod agents;
 pub(crate) mod attach;
 pub(crate) mod auth;
 pub(crate) mod convert;
+pub(crate) mod decode;
 pub(crate) mod status;
 
 use std::pin::Pin;
@@ -48,6 +49,7 @@ impl Portal for PortalService {
     async fn get_info(&self, _: Request<pb::GetInfoRequest>) -> Reply<pb::GetInfoResponse> {
         let d = &self.daemon;
         let (all, running) = d.counts();
+        let health = d.store.health();
         ok(pb::GetInfoResponse {
             daemon_version: env!("CARGO_PKG_VERSION").into(),
             protocol_version: portal_proto::PROTOCOL_VERSION,
@@ -58,6 +60,12 @@ impl Portal for PortalService {
             uptime_ms: u64::try_from(d.started.elapsed().as_millis()).unwrap_or(u64::MAX),
             processes: u32::try_from(all).unwrap_or(u32::MAX),
             running: u32::try_from(running).unwrap_or(u32::MAX),
+            log_bytes: health.retained,
+            log_limit_per_process: d.config.retention.per_process,
+            log_limit_total: d.config.retention.total,
+            log_bytes_trimmed: health.trimmed,
+            log_bytes_dropped: health.dropped,
+            storage_error: health.error.unwrap_or_default(),
         })
     }
 

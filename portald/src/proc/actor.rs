@@ -79,13 +79,15 @@ pub(crate) struct ActorParts {
     pub(crate) cancel: CancellationToken,
     /// Grace between the polite signal and SIGKILL at shutdown.
     pub(crate) kill_grace: Duration,
+    /// Test hook: a write of exactly [`crate::config::FAULT_PANIC_TRIGGER`] panics the actor.
+    pub(crate) fault_injection: bool,
     /// Agent state, fed with this process's signals.
     pub(crate) agents: Arc<Agents>,
 }
 
 /// Starts the actor on `tracker` and returns the handle.
 pub(crate) fn start(parts: ActorParts, tracker: &TaskTracker) -> Result<ProcHandle, ProcError> {
-    let ActorParts { facts, spawned, store, cancel, kill_grace, agents } = parts;
+    let ActorParts { facts, spawned, store, cancel, kill_grace, fault_injection, agents } = parts;
     let id = facts.id;
     let size = match facts.spec.stdio {
         Stdio::Pty(size) => Some(size),
@@ -102,6 +104,7 @@ pub(crate) fn start(parts: ActorParts, tracker: &TaskTracker) -> Result<ProcHand
     let shared = Arc::new(Shared::default());
     shared.touch();
     let (state_tx, state_rx) = watch::channel(Published { status: ProcStatus::Running, size });
+    let state_tx = Arc::new(state_tx);
     let (req_tx, req_rx) = mpsc::channel(REQUEST_QUEUE);
     let (events, _) = broadcast::channel(BROADCAST_CHUNKS);
     let facts = Arc::new(facts);
@@ -115,6 +118,8 @@ pub(crate) fn start(parts: ActorParts, tracker: &TaskTracker) -> Result<ProcHand
         requests: Some(req_tx),
         dormant: None,
     };
+    let supervision =
+        Supervision { id, pid: facts.pid, state: Arc::clone(&state_tx), store: store.clone() };
     let actor = ProcActor {
         facts,
         shared,
@@ -126,6 +131,7 @@ pub(crate) fn start(parts: ActorParts, tracker: &TaskTracker) -> Result<ProcHand
         events,
         cancel,
         kill_grace,
+        fault_injection,
         idle_timeout,
         exit: None,
         end_reason: None,
@@ -141,15 +147,60 @@ pub(crate) fn start(parts: ActorParts, tracker: &TaskTracker) -> Result<ProcHand
         last_osc_seq: None,
         clock_base: (Instant::now(), sys::monotonic_ns()),
     };
-    tracker.spawn(actor.run(req_rx, output, exit));
+    // The actor runs in its own task so that a panic in it (a bug) is
+    // contained: the supervisor sees it, kills the program's tree (nobody
+    // would read its output any more) and marks the process lost. Every
+    // other process and the daemon carry on; this one's log stays readable.
+    let actor = tokio::spawn(actor.run(req_rx, output, exit));
+    tracker.spawn(async move {
+        if let Err(e) = actor.await
+            && e.is_panic()
+        {
+            supervision.actor_panicked(e.into_panic()).await;
+        }
+    });
     Ok(handle)
+}
+
+/// What the supervisor of an actor needs if the actor panics.
+struct Supervision {
+    id: super::ProcId,
+    pid: u32,
+    state: Arc<watch::Sender<Published>>,
+    store: Store,
+}
+
+impl Supervision {
+    async fn actor_panicked(self, panic: Box<dyn std::any::Any + Send>) {
+        let what = panic
+            .downcast_ref::<&str>()
+            .map(|s| (*s).to_owned())
+            .or_else(|| panic.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "unknown panic".into());
+        tracing::error!(proc = %self.id, panic = what, "the process's handler panicked; killing the process, its log is kept");
+        if let Err(e) = sys::kill_tree(self.pid, libc::SIGKILL) {
+            tracing::warn!(proc = %self.id, error = %e, "cannot kill the process tree");
+        }
+        let update = StatusUpdate {
+            id: self.id,
+            pid: self.pid,
+            status: ProcStatus::Lost.as_str(),
+            exit_code: None,
+            exit_signal: None,
+            ended_at_ns: Some(sys::wall_ns()),
+        };
+        if let Err(e) = self.store.update_status(update).await {
+            tracing::warn!(proc = %self.id, error = %e, "cannot record the loss in the store");
+        }
+        self.state.send_modify(|p| p.status = ProcStatus::Lost);
+    }
 }
 
 /// The owner of one managed process.
 pub(crate) struct ProcActor {
     facts: Arc<ProcFacts>,
     shared: Arc<Shared>,
-    state: watch::Sender<Published>,
+    state: Arc<watch::Sender<Published>>,
     input: InputWriter,
     primary: Option<Box<dyn MasterPty + Send>>,
     screen: Option<Arc<Screen>>,
@@ -157,6 +208,7 @@ pub(crate) struct ProcActor {
     events: broadcast::Sender<LiveEvent>,
     cancel: CancellationToken,
     kill_grace: Duration,
+    fault_injection: bool,
     idle_timeout: Option<Duration>,
     exit: Option<ExitInfo>,
     end_reason: Option<EndReason>,
@@ -555,6 +607,11 @@ impl ProcActor {
     }
 
     async fn write(&mut self, data: Bytes) -> Result<u64, ProcError> {
+        assert!(
+            !(self.fault_injection && data.as_ref() == crate::config::FAULT_PANIC_TRIGGER),
+            "fault injection: process {} handler panics",
+            self.id()
+        );
         if self.check_secret_prompt() {
             return self.write_redacted(data).await;
         }

@@ -86,8 +86,17 @@ fn control(c: char) -> Option<u8> {
     }
 }
 
+/// Longest key name accepted: the longest real one (`M-Backspace`) is 11
+/// bytes; the bound also caps the recursion over `M-` prefixes.
+const MAX_KEY_NAME: usize = 32;
+
 /// The bytes for one key name.
 pub(crate) fn parse(name: &str, mode: CursorMode) -> Result<Vec<u8>, UnknownKey> {
+    if name.len() > MAX_KEY_NAME {
+        let mut shown: String = name.chars().take(MAX_KEY_NAME).collect();
+        shown.push('…');
+        return Err(UnknownKey(shown));
+    }
     let unknown = || UnknownKey(name.to_owned());
     if let Some(rest) = name.strip_prefix("M-") {
         if rest.is_empty() {
@@ -160,5 +169,9 @@ mod tests {
         for bad in ["", "Entr", "C-", "C-ab", "C-1", "M-", "M-xy", "F13", "ctrl-c", "x"] {
             assert!(parse(bad, CursorMode::Normal).is_err(), "{bad:?}");
         }
+        // A long chain of Meta prefixes is refused, not recursed into.
+        let deep = "M-".repeat(100_000) + "x";
+        let err = parse(&deep, CursorMode::Normal).unwrap_err();
+        assert!(err.0.len() < 64, "the error echoes a bounded prefix");
     }
 }

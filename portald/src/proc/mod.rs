@@ -245,7 +245,9 @@ pub(crate) enum ProcError {
     #[error("portald is shutting down")]
     ShuttingDown,
     /// The actor of the process is gone (a bug; see the daemon log).
-    #[error("process {0} is no longer managed (its owner task ended)")]
+    #[error(
+        "process {0} is no longer managed: its handler failed (see the daemon log); its log is kept and readable"
+    )]
     Gone(ProcId),
     /// A system call failed.
     #[error("{op} failed for process {id}: {source}")]

@@ -16,17 +16,22 @@
 //! pooled, and run in `spawn_blocking`. A read first passes a flush barrier
 //! so that it sees every chunk handed to the store before it was asked.
 
+pub(crate) mod retention;
 pub(crate) mod schema;
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, Weak};
 
 use bytes::Bytes;
-use rusqlite::{Connection, OptionalExtension, params};
+use rusqlite::{Connection, OptionalExtension, Transaction, params};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, oneshot};
 
 use crate::config::{STORE_BACKLOG_BYTES, STORE_BATCH_BYTES};
-use crate::proc::{Chunk, ProcId, StreamId};
+use crate::proc::{Chunk, ProcId, Shared, StreamId};
+pub use retention::Retention;
+use retention::Usage;
 
 /// Messages queued to the writer (bounded in bytes by the semaphore, in count
 /// only as a backstop).
@@ -178,6 +183,67 @@ pub(crate) struct Store {
     tx: mpsc::Sender<Msg>,
     budget: Arc<Semaphore>,
     pool: Arc<ReadPool>,
+    shared: Arc<WriterShared>,
+}
+
+/// What the writer thread shares with the rest of the daemon: the live
+/// processes whose history starts it moves when it trims, and the log's
+/// health.
+#[derive(Debug, Default)]
+struct WriterShared {
+    tracked: Mutex<HashMap<ProcId, Weak<Shared>>>,
+    retained: AtomicU64,
+    trimmed: AtomicU64,
+    dropped: AtomicU64,
+    error: Mutex<Option<String>>,
+}
+
+impl WriterShared {
+    fn tracked(&self) -> std::sync::MutexGuard<'_, HashMap<ProcId, Weak<Shared>>> {
+        self.tracked.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn error(&self) -> std::sync::MutexGuard<'_, Option<String>> {
+        self.error.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn publish_starts(&self, id: ProcId, starts: [u64; 3]) {
+        if let Some(shared) = self.tracked().get(&id).and_then(Weak::upgrade) {
+            for (slot, start) in shared.start.iter().zip(starts) {
+                slot.fetch_max(start, Ordering::AcqRel);
+            }
+        }
+    }
+
+    fn untrack(&self, id: ProcId) {
+        self.tracked().remove(&id);
+    }
+
+    fn failed(&self, e: &StoreError, lost: u64) {
+        self.dropped.fetch_add(lost, Ordering::Relaxed);
+        *self.error() = Some(e.to_string());
+    }
+
+    fn succeeded(&self) {
+        let mut error = self.error();
+        if error.is_some() {
+            tracing::info!("the database accepts writes again");
+            *error = None;
+        }
+    }
+}
+
+/// How the log is doing, for `GetInfo`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct LogHealth {
+    /// Bytes retained.
+    pub(crate) retained: u64,
+    /// Bytes trimmed by retention (or to make room) since the daemon started.
+    pub(crate) trimmed: u64,
+    /// Bytes that could not be stored since the daemon started.
+    pub(crate) dropped: u64,
+    /// The last storage error, while writes fail.
+    pub(crate) error: Option<String>,
 }
 
 /// The writer thread; join it after the last [`Store`] is dropped.
@@ -195,24 +261,52 @@ impl StoreThread {
 
 impl Store {
     /// Opens (creating if needed) the database and starts the writer.
-    pub(crate) fn open(path: &Path) -> Result<(Self, StoreThread), StoreError> {
+    pub(crate) fn open(
+        path: &Path,
+        retention: Retention,
+    ) -> Result<(Self, StoreThread), StoreError> {
         let open_err = |reason: String| StoreError::Open { path: path.to_path_buf(), reason };
         let mut conn = Connection::open(path).map_err(|e| open_err(e.to_string()))?;
         schema::migrate(&mut conn).map_err(|e| open_err(e.to_string()))?;
+        if let Some(max) = retention.max_db_bytes {
+            let page: i64 = conn.pragma_query_value(None, "page_size", |r| r.get(0))?;
+            let pages = i64::try_from(max).unwrap_or(i64::MAX) / page.max(1);
+            conn.pragma_update(None, "max_page_count", pages.max(1))?;
+        }
         // Processes that were running when a previous daemon died have no
         // owner now; their fate is unknown.
         conn.execute("UPDATE processes SET status = 'lost' WHERE status = 'running'", [])?;
+        let usage = Usage::load(&conn, retention)?;
+        let shared = Arc::new(WriterShared::default());
+        shared.retained.store(usage.total(), Ordering::Relaxed);
+        let w = Writer { conn, usage, shared: Arc::clone(&shared) };
         let (tx, rx) = mpsc::channel(STORE_QUEUE_MESSAGES);
         let thread = std::thread::Builder::new()
             .name("store-writer".into())
-            .spawn(move || writer(conn, rx))
+            .spawn(move || writer(w, rx))
             .map_err(|e| open_err(format!("cannot start the writer thread: {e}")))?;
         let store = Self {
             tx,
             budget: Arc::new(Semaphore::new(STORE_BACKLOG_BYTES)),
             pool: Arc::new(ReadPool { path: path.to_path_buf(), idle: Mutex::new(Vec::new()) }),
+            shared,
         };
         Ok((store, StoreThread(thread)))
+    }
+
+    /// Lets trims of `id`'s history move the history starts readers see.
+    pub(crate) fn track(&self, id: ProcId, shared: &Arc<Shared>) {
+        self.shared.tracked().insert(id, Arc::downgrade(shared));
+    }
+
+    /// How the log is doing.
+    pub(crate) fn health(&self) -> LogHealth {
+        LogHealth {
+            retained: self.shared.retained.load(Ordering::Relaxed),
+            trimmed: self.shared.trimmed.load(Ordering::Relaxed),
+            dropped: self.shared.dropped.load(Ordering::Relaxed),
+            error: self.shared.error().clone(),
+        }
     }
 
     async fn send(&self, msg: Msg) -> Result<(), StoreError> {
@@ -342,7 +436,14 @@ impl ReadPool {
     }
 }
 
-fn writer(mut conn: Connection, mut rx: mpsc::Receiver<Msg>) {
+/// What the writer thread owns besides its connection.
+struct Writer {
+    conn: Connection,
+    usage: Usage,
+    shared: Arc<WriterShared>,
+}
+
+fn writer(mut w: Writer, mut rx: mpsc::Receiver<Msg>) {
     let mut batch = Vec::new();
     let mut closing = false;
     while let Some(first) = rx.blocking_recv() {
@@ -359,69 +460,190 @@ fn writer(mut conn: Connection, mut rx: mpsc::Receiver<Msg>) {
                 Err(_) => break,
             }
         }
-        commit_batch(&mut conn, &mut batch);
+        w.commit_batch(&mut batch);
         if closing {
             break;
         }
     }
     // Fold the WAL back into the database so the file is self-contained.
-    if let Err(e) = conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(())) {
+    if let Err(e) = w.conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(())) {
         tracing::debug!(error = %e, "final checkpoint failed");
     }
     tracing::debug!("store writer finished");
 }
 
-/// Replies are sent only after the transaction commits.
-enum Reply {
-    Created(oneshot::Sender<Result<ProcId, StoreError>>, ProcId),
-    Program(oneshot::Sender<Result<ProgramRow, StoreError>>, ProgramRow),
-    Flushed(oneshot::Sender<()>),
+/// What a committed message yields for its requester.
+enum Outcome {
+    None,
+    Created(ProcId),
+    Program(ProgramRow),
 }
 
-fn commit_batch(conn: &mut Connection, batch: &mut Vec<Msg>) {
-    let mut replies = Vec::new();
-    let result = (|| -> Result<(), StoreError> {
-        let tx = conn.transaction()?;
-        for msg in batch.drain(..) {
-            apply(&tx, msg, &mut replies)?;
+/// True when SQLite failed because the database cannot grow (disk full, or
+/// the configured page ceiling reached).
+fn is_full(e: &StoreError) -> bool {
+    matches!(
+        e,
+        StoreError::Sqlite(rusqlite::Error::SqliteFailure(f, _))
+            if f.code == rusqlite::ErrorCode::DiskFull
+    )
+}
+
+impl Writer {
+    /// Applies `batch` in one transaction (chunks left out if `skip_chunks`).
+    fn run(&mut self, batch: &[Msg], skip_chunks: bool) -> Result<Vec<Outcome>, StoreError> {
+        let tx = self.conn.transaction()?;
+        let mut outcomes = Vec::with_capacity(batch.len());
+        for msg in batch {
+            if skip_chunks && matches!(msg, Msg::Chunk { .. }) {
+                outcomes.push(Outcome::None);
+            } else {
+                outcomes.push(apply(&tx, msg)?);
+            }
         }
         tx.commit()?;
-        Ok(())
-    })();
-    match result {
-        Ok(()) => {
-            for r in replies {
-                // Requesters may have gone away (cancelled); that is fine.
-                match r {
-                    Reply::Created(tx, id) => {
-                        let _ = tx.send(Ok(id));
-                    }
-                    Reply::Program(tx, row) => {
-                        let _ = tx.send(Ok(row));
-                    }
-                    Reply::Flushed(tx) => {
-                        let _ = tx.send(());
+        Ok(outcomes)
+    }
+
+    /// Commits a batch. If the database is full, the oldest history is
+    /// trimmed to make room and the batch retried; if that fails too, the
+    /// control records (process rows, statuses, registry) are committed
+    /// without the output chunks, whose loss is counted and reported.
+    /// Replies go out only after the outcome is final.
+    fn commit_batch(&mut self, batch: &mut Vec<Msg>) {
+        let chunk_bytes: u64 = batch
+            .iter()
+            .map(|m| if let Msg::Chunk { chunk, .. } = m { chunk.data.len() as u64 } else { 0 })
+            .sum();
+        let mut result = self.run(batch, false);
+        if let Err(e) = &result
+            && is_full(e)
+        {
+            // Room for this batch and an eighth of the log, so the next
+            // batches do not each hit the wall.
+            let want = chunk_bytes.max(1 << 20) + self.usage.total() / 8;
+            let cuts = self.usage.plan_room(want);
+            tracing::warn!(error = %e, trimming = want, "the database is full; trimming the oldest history");
+            if self.apply_cuts(&cuts) {
+                result = self.run(batch, false);
+            }
+        }
+        let mut chunks_committed = true;
+        if let Err(e) = &result {
+            tracing::error!(error = %e, lost_bytes = chunk_bytes, "cannot store output; keeping the control records");
+            self.shared.failed(e, chunk_bytes);
+            chunks_committed = false;
+            result = self.run(batch, true);
+        } else {
+            self.shared.succeeded();
+        }
+        match result {
+            Ok(outcomes) => {
+                for msg in batch.iter() {
+                    self.account(msg, chunks_committed);
+                }
+                // Trim before answering, so a flush barrier sees the log
+                // within its limits.
+                self.enforce_retention();
+                for (msg, outcome) in batch.drain(..).zip(outcomes) {
+                    answer(msg, outcome);
+                }
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "store transaction failed; its records are lost");
+                for msg in batch.drain(..) {
+                    let err = || StoreError::Corrupt(format!("commit failed: {e}"));
+                    // Requesters may have gone away (cancelled); that is fine.
+                    match msg {
+                        Msg::CreateProc { reply, .. } => {
+                            let _ = reply.send(Err(err()));
+                        }
+                        Msg::Program { reply, .. } => {
+                            let _ = reply.send(Err(err()));
+                        }
+                        Msg::Flush { reply } => {
+                            let _ = reply.send(());
+                        }
+                        _ => {}
                     }
                 }
             }
         }
-        Err(e) => {
-            tracing::error!(error = %e, "store transaction failed; its records are lost");
-            for r in replies {
-                match r {
-                    Reply::Created(tx, _) => {
-                        let _ = tx.send(Err(StoreError::Corrupt(format!("commit failed: {e}"))));
-                    }
-                    Reply::Program(tx, _) => {
-                        let _ = tx.send(Err(StoreError::Corrupt(format!("commit failed: {e}"))));
-                    }
-                    Reply::Flushed(tx) => {
-                        let _ = tx.send(());
-                    }
-                }
+        self.shared.retained.store(self.usage.total(), Ordering::Relaxed);
+    }
+
+    /// Updates the accounting for a committed message.
+    fn account(&mut self, msg: &Msg, chunks_committed: bool) {
+        match msg {
+            Msg::Chunk { chunk, .. } if chunks_committed => self.usage.appended(chunk),
+            Msg::Clear { id, starts } => self.usage.cleared(*id, *starts),
+            Msg::Delete { id } => {
+                self.usage.removed(*id);
+                self.shared.untrack(*id);
             }
-            batch.clear();
+            _ => {}
         }
+    }
+
+    /// Trims what is over the retention limits.
+    fn enforce_retention(&mut self) {
+        let cuts = self.usage.plan();
+        if !cuts.is_empty() {
+            self.apply_cuts(&cuts);
+        }
+    }
+
+    /// Applies cuts in one transaction, then publishes the new starts.
+    /// Returns whether anything was trimmed.
+    fn apply_cuts(&mut self, cuts: &[(ProcId, u64)]) -> bool {
+        let before = self.usage.total();
+        let result = (|| -> Result<Vec<(ProcId, [u64; 3])>, StoreError> {
+            let tx = self.conn.transaction()?;
+            let mut starts = Vec::with_capacity(cuts.len());
+            for cut in cuts {
+                starts.push((cut.0, self.usage.trim(&tx, *cut)?));
+            }
+            tx.commit()?;
+            Ok(starts)
+        })();
+        match result {
+            Ok(starts) => {
+                for (id, s) in starts {
+                    self.usage.cleared(id, s);
+                    self.shared.publish_starts(id, s);
+                }
+                let trimmed = before - self.usage.total();
+                self.shared.trimmed.fetch_add(trimmed, Ordering::Relaxed);
+                self.shared.retained.store(self.usage.total(), Ordering::Relaxed);
+                tracing::debug!(
+                    trimmed,
+                    retained = self.usage.total(),
+                    "trimmed the oldest history"
+                );
+                trimmed > 0
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "trimming the log failed");
+                false
+            }
+        }
+    }
+}
+
+/// Answers the requester of a committed message.
+fn answer(msg: Msg, outcome: Outcome) {
+    // Requesters may have gone away (cancelled); that is fine.
+    match (msg, outcome) {
+        (Msg::CreateProc { reply, .. }, Outcome::Created(id)) => {
+            let _ = reply.send(Ok(id));
+        }
+        (Msg::Program { reply, .. }, Outcome::Program(row)) => {
+            let _ = reply.send(Ok(row));
+        }
+        (Msg::Flush { reply }, _) => {
+            let _ = reply.send(());
+        }
+        _ => {}
     }
 }
 
@@ -429,13 +651,28 @@ fn to_i64(v: u64) -> i64 {
     i64::try_from(v).unwrap_or(i64::MAX)
 }
 
-fn apply(
-    tx: &rusqlite::Transaction<'_>,
-    msg: Msg,
-    replies: &mut Vec<Reply>,
-) -> Result<(), StoreError> {
+/// Deletes history before `starts` (per stream) and records the new starts.
+fn set_starts(tx: &Transaction<'_>, id: ProcId, starts: [u64; 3]) -> Result<(), StoreError> {
+    let mut delete =
+        tx.prepare_cached("DELETE FROM chunks WHERE proc_id = ?1 AND stream = ?2 AND off < ?3")?;
+    for s in StreamId::ALL {
+        delete.execute(params![to_i64(id.0), s as i64, to_i64(starts[s.index()])])?;
+    }
+    tx.prepare_cached(
+        "UPDATE processes SET start_stdin = ?2, start_stdout = ?3, start_stderr = ?4 WHERE id = ?1",
+    )?
+    .execute(params![
+        to_i64(id.0),
+        to_i64(starts[0]),
+        to_i64(starts[1]),
+        to_i64(starts[2])
+    ])?;
+    Ok(())
+}
+
+fn apply(tx: &Transaction<'_>, msg: &Msg) -> Result<Outcome, StoreError> {
     match msg {
-        Msg::Chunk { chunk, _permit } => {
+        Msg::Chunk { chunk, .. } => {
             let mut stmt = tx.prepare_cached(
                 "INSERT INTO chunks (proc_id, stream, off, ts_ns, mono_ns, data) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
             )?;
@@ -448,7 +685,7 @@ fn apply(
                 &chunk.data[..]
             ])?;
         }
-        Msg::CreateProc { row, reply } => {
+        Msg::CreateProc { row, .. } => {
             let args = serde_json::to_string(&row.args).unwrap_or_else(|_| "[]".into());
             tx.execute(
                 "INSERT INTO processes (name, command, args, cwd, env, mode, rows, cols, timeout_ms, status, started_at_ns)
@@ -467,7 +704,7 @@ fn apply(
                 ],
             )?;
             let id = u64::try_from(tx.last_insert_rowid()).unwrap_or(0);
-            replies.push(Reply::Created(reply, ProcId(id)));
+            return Ok(Outcome::Created(ProcId(id)));
         }
         Msg::Status(u) => {
             tx.execute(
@@ -475,27 +712,13 @@ fn apply(
                 params![to_i64(u.id.0), u.pid, u.status, u.exit_code, u.exit_signal, u.ended_at_ns],
             )?;
         }
-        Msg::Clear { id, starts } => {
-            for s in StreamId::ALL {
-                tx.execute(
-                    "DELETE FROM chunks WHERE proc_id = ?1 AND stream = ?2 AND off < ?3",
-                    params![to_i64(id.0), s as i64, to_i64(starts[s.index()])],
-                )?;
-            }
-            tx.execute(
-                "UPDATE processes SET start_stdin = ?2, start_stdout = ?3, start_stderr = ?4 WHERE id = ?1",
-                params![to_i64(id.0), to_i64(starts[0]), to_i64(starts[1]), to_i64(starts[2])],
-            )?;
-        }
+        Msg::Clear { id, starts } => set_starts(tx, *id, *starts)?,
         Msg::Delete { id } => {
             tx.execute("DELETE FROM chunks WHERE proc_id = ?1", params![to_i64(id.0)])?;
             tx.execute("DELETE FROM processes WHERE id = ?1", params![to_i64(id.0)])?;
         }
-        Msg::Program { rec, reply } => {
-            let row = record_program(tx, rec)?;
-            replies.push(Reply::Program(reply, row));
-        }
-        Msg::Flush { reply } => replies.push(Reply::Flushed(reply)),
+        Msg::Program { rec, .. } => return Ok(Outcome::Program(record_program(tx, rec.clone())?)),
+        Msg::Flush { .. } | Msg::Close => {}
         Msg::Transition(t) => {
             tx.prepare_cached(
                 "INSERT OR REPLACE INTO agent_events (seq, proc_id, at_ns, before, after, source, name, reason) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
@@ -511,9 +734,8 @@ fn apply(
                 t.reason
             ])?;
         }
-        Msg::Close => {}
     }
-    Ok(())
+    Ok(Outcome::None)
 }
 
 /// The registry's rules: a new entry counts 1; the same conclusion again
@@ -866,7 +1088,7 @@ mod tests {
     #[tokio::test]
     async fn ranges_keep_head_or_tail_and_trim() {
         let dir = tempfile::tempdir().unwrap();
-        let (store, thread) = Store::open(&dir.path().join("t.db")).unwrap();
+        let (store, thread) = Store::open(&dir.path().join("t.db"), Retention::UNLIMITED).unwrap();
         let id = store.create_proc(new_proc()).await.unwrap();
         for (i, part) in [b"aaaa", b"bbbb", b"cccc"].iter().enumerate() {
             let off = 4 * i as u64;
@@ -902,7 +1124,7 @@ mod tests {
     #[tokio::test]
     async fn registry_counts_and_notes() {
         let dir = tempfile::tempdir().unwrap();
-        let (store, thread) = Store::open(&dir.path().join("t.db")).unwrap();
+        let (store, thread) = Store::open(&dir.path().join("t.db"), Retention::UNLIMITED).unwrap();
         let rec = |needs_pty, notes: Option<&str>| ProgramRecord {
             program: "ssh".into(),
             needs_pty,
@@ -921,5 +1143,88 @@ mod tests {
         assert_eq!(got, r);
         drop(store);
         thread.join();
+    }
+
+    #[tokio::test]
+    async fn retention_trims_the_oldest_bytes_and_publishes_the_new_start() {
+        let dir = tempfile::tempdir().unwrap();
+        let limits = Retention { per_process: 1000, total: u64::MAX, max_db_bytes: None };
+        let (store, thread) = Store::open(&dir.path().join("t.db"), limits).unwrap();
+        let id = store.create_proc(new_proc()).await.unwrap();
+        let shared = Arc::new(Shared::default());
+        store.track(id, &shared);
+        for i in 0..10u64 {
+            let c = chunk(id.0, StreamId::Stdout, i * 200, 0, &[b'x'; 200]);
+            store.append(c).await.unwrap();
+        }
+        store.flush().await.unwrap();
+        // 2000 bytes over a 1000-byte limit: trimmed to at most 875, on a
+        // chunk boundary, and the live start moved with it.
+        let start = shared.start[StreamId::Stdout.index()].load(Ordering::Acquire);
+        assert!(start >= 2000 - 875 && start % 200 == 0, "start {start}");
+        let (rows, stored_start) = store
+            .read(move |c| {
+                let rows = read_range(c, id, StreamId::Stdout, 0, 2000, 10_000, Keep::Head)?;
+                let p = load_procs(c)?;
+                Ok((rows, p[0].starts[StreamId::Stdout.index()]))
+            })
+            .await
+            .unwrap();
+        assert_eq!(rows.first().map(|r| r.offset), Some(start));
+        assert_eq!(rows.iter().map(|r| r.data.len() as u64).sum::<u64>(), 2000 - start);
+        assert_eq!(stored_start, start);
+        let h = store.health();
+        assert_eq!((h.retained, h.trimmed), (2000 - start, start));
+        drop(store);
+        thread.join();
+    }
+
+    #[tokio::test]
+    async fn a_full_database_keeps_control_records_and_recovers() {
+        let dir = tempfile::tempdir().unwrap();
+        // Room for the schema and a little more, not for a 64 KiB chunk.
+        let limits =
+            Retention { per_process: u64::MAX, total: u64::MAX, max_db_bytes: Some(48 << 10) };
+        let path = dir.path().join("t.db");
+        let (store, thread) = Store::open(&path, limits).unwrap();
+        let id = store.create_proc(new_proc()).await.unwrap();
+        static BIG: [u8; 64 << 10] = [b'y'; 64 << 10];
+        store.append(chunk(id.0, StreamId::Stdout, 0, 0, &BIG)).await.unwrap();
+        store
+            .update_status(StatusUpdate {
+                id,
+                pid: 7,
+                status: "exited",
+                exit_code: Some(0),
+                exit_signal: None,
+                ended_at_ns: Some(2),
+            })
+            .await
+            .unwrap();
+        store.flush().await.unwrap();
+        let h = store.health();
+        assert_eq!(h.dropped, 64 << 10);
+        assert!(h.error.as_deref().is_some_and(|e| e.contains("full")), "{h:?}");
+        // The status still committed; a small chunk fits and clears the error.
+        store.append(chunk(id.0, StreamId::Stdout, 65536, 0, b"small")).await.unwrap();
+        store.flush().await.unwrap();
+        assert_eq!(store.health().error, None);
+        let (procs, rows) = store
+            .read(move |c| {
+                Ok((
+                    load_procs(c)?,
+                    read_range(c, id, StreamId::Stdout, 0, 65541, 1 << 20, Keep::Head)?,
+                ))
+            })
+            .await
+            .unwrap();
+        assert_eq!(procs[0].status, "exited");
+        assert_eq!(rows.len(), 1);
+        assert_eq!(&rows[0].data[..], b"small");
+        drop(store);
+        thread.join();
+        let conn = Connection::open(&path).unwrap();
+        let check: String = conn.query_row("PRAGMA integrity_check", [], |r| r.get(0)).unwrap();
+        assert_eq!(check, "ok");
     }
 }

@@ -122,3 +122,38 @@ async fn a_program_that_never_reads_cannot_make_input_grow_without_bound() {
     assert_eq!(err.code(), Code::InvalidArgument);
     d.stop().await;
 }
+
+/// A StartRequest as the wire sees it, with `command` as raw bytes: what a
+/// client in a language without UTF-8 strings could send.
+#[derive(Clone, PartialEq, prost::Message)]
+struct RawStart {
+    #[prost(bytes = "vec", tag = "1")]
+    command: Vec<u8>,
+}
+
+#[tokio::test]
+async fn text_that_is_not_utf8_is_invalid_argument_naming_the_field() {
+    let d = TestDaemon::start().await;
+    let channel =
+        tonic::transport::Endpoint::from_shared(format!("unix://{}", d.socket().display()))
+            .unwrap()
+            .connect()
+            .await
+            .unwrap();
+    let mut grpc = tonic::client::Grpc::new(channel);
+    grpc.ready().await.unwrap();
+    let err = grpc
+        .unary::<RawStart, pb::Process, _>(
+            tonic::Request::new(RawStart { command: b"ca\xfft".to_vec() }),
+            tonic::codegen::http::uri::PathAndQuery::from_static("/portal.v1.Portal/Start"),
+            tonic_prost::ProstCodec::default(),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), tonic::Code::InvalidArgument, "{err:?}");
+    assert!(err.message().contains("StartRequest.command must be UTF-8"), "{}", err.message());
+    // The daemon is unharmed.
+    let mut rpc = d.rpc();
+    assert!(rpc.list(pb::ListRequest {}).await.unwrap().into_inner().processes.is_empty());
+    d.stop().await;
+}

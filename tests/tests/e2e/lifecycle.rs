@@ -1,6 +1,7 @@
 //! Process lifecycle: kill reaches the whole tree, signals are delivered as
 //! asked, exits are recorded (code and signal) and never overwritten, idle
-//! timeouts keep data, cleanup only after the end, ids are never reused.
+//! timeouts keep data, cleanup only after the end, ids are never reused, and a
+//! panic in one process's handler stays with that process.
 
 use portal_proto::v1 as pb;
 use portal_tests::*;
@@ -201,4 +202,40 @@ async fn shutdown_stops_every_managed_process() {
     d.stop().await;
     assert!(is_dead(a.pid), "PTY process ignoring SIGHUP survived shutdown");
     assert!(is_dead(b.pid));
+}
+
+#[tokio::test]
+async fn a_panic_in_one_process_handler_leaves_the_daemon_and_the_others_running() {
+    let d = TestDaemon::start_with(|c| c.fault_injection = true).await;
+    let mut rpc = d.rpc();
+    let victim = start_pipes(&mut rpc, "sh", &["-c", "echo before; exec cat"]).await;
+    let other = start_pipes(&mut rpc, "cat", &[]).await;
+    wait_for_text(&mut rpc, victim.id, pb::Stream::Stdout, "before").await;
+    let trigger = pb::WriteRequest {
+        proc: by_id(victim.id),
+        data: portald::config::FAULT_PANIC_TRIGGER.to_vec().into(),
+        secret: false,
+    };
+    let err = rpc.write(trigger).await.unwrap_err();
+    assert_eq!(err.code(), tonic::Code::Internal);
+    assert!(err.message().contains("handler failed"), "{}", err.message());
+    // The victim is reported lost, its program killed, its log kept.
+    wait_until("the victim to be reported lost", async || {
+        let p = rpc.inspect(pb::InspectRequest { proc: by_id(victim.id) }).await.unwrap();
+        (p.into_inner().status() == pb::Status::Lost).then_some(())
+    })
+    .await;
+    wait_until("the victim's program to be killed", async || is_dead(victim.pid).then_some(()))
+        .await;
+    let log = read_all(&mut rpc, victim.id, pb::Stream::Stdout, pb::Encoding::Raw).await;
+    assert_eq!(log, b"before\n");
+    // Later requests to it fail at once with the same clear error.
+    let req = pb::WriteRequest { proc: by_id(victim.id), data: "x".into(), secret: false };
+    let err = rpc.write(req).await.unwrap_err();
+    assert!(err.message().contains("handler failed"), "{}", err.message());
+    // Everything else carries on.
+    write(&mut rpc, other.id, b"still here\n").await;
+    wait_for_text(&mut rpc, other.id, pb::Stream::Stdout, "still here").await;
+    rpc.get_info(pb::GetInfoRequest {}).await.unwrap();
+    d.stop().await;
 }

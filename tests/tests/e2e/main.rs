@@ -6,8 +6,10 @@
 mod agents;
 mod capture;
 mod daemon;
+mod disk;
 mod errors;
 mod lifecycle;
+mod load;
 mod reads;
 mod registry;
 mod screen;

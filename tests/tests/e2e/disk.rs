@@ -1,0 +1,93 @@
+//! Disk bounds: retention trims the oldest history and reads say where it
+//! begins; a full database (a size ceiling, the same error SQLite gives on a
+//! full disk) trims to make room and the daemon keeps serving.
+
+use portal_proto::v1 as pb;
+use portal_tests::*;
+
+fn offset(c: Option<&pb::Cursor>, stream: pb::Stream) -> u64 {
+    c.and_then(|c| c.offsets.iter().find(|o| o.stream == stream as i32)).map_or(0, |o| o.offset)
+}
+
+async fn info(
+    rpc: &mut pb::portal_client::PortalClient<tonic::transport::Channel>,
+) -> pb::GetInfoResponse {
+    rpc.get_info(pb::GetInfoRequest {}).await.unwrap().into_inner()
+}
+
+#[tokio::test]
+async fn retention_trims_the_oldest_output_and_reads_say_where_history_begins() {
+    const LIMIT: u64 = 256 << 10;
+    let d = TestDaemon::start_with(|c| c.retention.per_process = LIMIT).await;
+    let mut rpc = d.rpc();
+    // 1.3 MB of numbered lines, five times the limit.
+    let p = start_pipes(&mut rpc, "seq", &["1", "200000"]).await;
+    wait_exit(&mut rpc, p.id).await;
+    let first = rpc
+        .read(pb::ReadRequest {
+            proc: by_id(p.id),
+            streams: vec![pb::Stream::Stdout.into()],
+            from: Some(pb::read_request::From::Cursor(pb::Cursor {
+                offsets: vec![pb::StreamOffset { stream: pb::Stream::Stdout.into(), offset: 0 }],
+            })),
+            encoding: pb::Encoding::Raw.into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let start = offset(first.history_start.as_ref(), pb::Stream::Stdout);
+    let end = offset(first.end.as_ref(), pb::Stream::Stdout);
+    assert!(first.history_trimmed, "a read from offset 0 must say history was trimmed");
+    assert!(end - start <= LIMIT, "retained {} > limit {LIMIT}", end - start);
+    assert!(end - start >= LIMIT / 2, "trimmed far more than needed: {} left", end - start);
+    assert_eq!(first.records.first().map(|r| r.offset), Some(start));
+    // What is retained is the newest output, intact up to the last line.
+    let kept = read_all(&mut rpc, p.id, pb::Stream::Stdout, pb::Encoding::Raw).await;
+    assert_eq!(kept.len() as u64, end - start);
+    assert!(kept.ends_with(b"199999\n200000\n"));
+    let i = info(&mut rpc).await;
+    assert!(i.log_bytes <= LIMIT && i.log_bytes_trimmed >= end - LIMIT, "{i:?}");
+    assert_eq!((i.log_limit_per_process, i.log_bytes_dropped), (LIMIT, 0));
+    d.stop().await;
+}
+
+#[tokio::test]
+async fn a_full_database_trims_the_oldest_history_and_the_daemon_keeps_working() {
+    let d = TestDaemon::start_with(|c| c.retention.max_db_bytes = Some(3 << 20)).await;
+    let db = d.dir.path().join("data").join(portal_proto::paths::DATABASE_FILE);
+    let mut rpc = d.rpc();
+    // Two processes of 2.7 MB each: the second cannot fit beside the first.
+    let a = start_pipes(&mut rpc, "seq", &["1", "400000"]).await;
+    wait_exit(&mut rpc, a.id).await;
+    let b = start_pipes(&mut rpc, "seq", &["1", "400000"]).await;
+    wait_exit(&mut rpc, b.id).await;
+    // The newest output is whole; the oldest history made room for it.
+    let tail = rpc
+        .read(pb::ReadRequest {
+            proc: by_id(b.id),
+            from: Some(pb::read_request::From::Tail(true)),
+            max_bytes: 64,
+            encoding: pb::Encoding::Raw.into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let text: Vec<u8> = tail.records.iter().flat_map(|r| r.data.clone()).collect();
+    assert!(text.ends_with(b"399999\n400000\n"), "{:?}", String::from_utf8_lossy(&text));
+    let first = rpc.inspect(pb::InspectRequest { proc: by_id(a.id) }).await.unwrap().into_inner();
+    let stats = first.streams.iter().find(|s| s.stream == pb::Stream::Stdout as i32).unwrap();
+    assert!(stats.start_offset > 0, "the oldest process's history was not trimmed: {stats:?}");
+    let i = info(&mut rpc).await;
+    assert!(i.log_bytes_trimmed > 0 && i.storage_error.is_empty(), "{i:?}");
+    // New work is stored as usual.
+    let c = start_pipes(&mut rpc, "echo", &["still here"]).await;
+    wait_for_text(&mut rpc, c.id, pb::Stream::Stdout, "still here").await;
+    // A consistent snapshot of the live database is intact.
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    let check: String = conn.query_row("PRAGMA integrity_check", [], |r| r.get(0)).unwrap();
+    assert_eq!(check, "ok");
+    drop(conn);
+    d.stop().await;
+}
