@@ -11,10 +11,13 @@ use std::time::Duration;
 /// never splits a read the kernel could have given at once.
 pub(crate) const READ_CHUNK_BYTES: usize = 64 << 10;
 
-/// Chunks in flight between a process's reader threads and its actor. At most
-/// 64 × 64 KiB = 4 MiB per process; when full the reader blocks, the kernel
-/// buffer fills and the program blocks on write (backpressure, no loss).
-pub(crate) const OUTPUT_QUEUE_CHUNKS: usize = 64;
+/// Chunks in flight between a process's reader threads and its actor: at
+/// most 16 × 64 KiB = 1 MiB per process (a PTY read is about 4 KiB, so
+/// usually 64 KiB), which keeps a hundred busy programs within tens of
+/// MiB. When full the reader blocks, the kernel buffer fills and the
+/// program blocks on write (backpressure, no loss); the actor merges what
+/// queued, so a short queue costs no throughput.
+pub(crate) const OUTPUT_QUEUE_CHUNKS: usize = 16;
 
 /// Requests queued to one actor. Callers wait when it is full, which only
 /// happens if a client floods one process; 64 absorbs bursts of parallel tools.
@@ -37,13 +40,15 @@ pub(crate) const MAX_RECORD_BYTES: usize = 64 << 10;
 /// Output bytes queued for the store across all processes. When the disk
 /// falls behind, actors wait for room, readers stop, programs block: the
 /// log is never dropped. It is also the most a crash of the daemon can lose
-/// (what was read but not yet committed): 16 MiB is a tenth of a second of
-/// SQLite's batched throughput, plenty to absorb bursts.
-pub(crate) const STORE_BACKLOG_BYTES: usize = 16 << 20;
+/// (what was read but not yet committed): 8 MiB is about ten milliseconds
+/// of the writer's throughput, two of its largest batches: enough to absorb
+/// bursts, small enough to lose little and to keep memory flat.
+pub(crate) const STORE_BACKLOG_BYTES: usize = 8 << 20;
 
 /// Upper bound of bytes written in one store transaction: keeps each commit
-/// short so flush barriers (reads) wait milliseconds, not seconds.
-pub(crate) const STORE_BATCH_BYTES: usize = 8 << 20;
+/// short so flush barriers (reads) wait milliseconds, not seconds, and the
+/// writer's page cache small.
+pub(crate) const STORE_BATCH_BYTES: usize = 4 << 20;
 
 /// Default page of a read (data bytes before rendering): large enough for a
 /// screenful of logs many times over, small enough for an agent's context.

@@ -200,3 +200,50 @@ proptest! {
         }
     }
 }
+
+/// Cases of the costly screen property: an eighth of the others' (each
+/// case parses up to hundreds of kilobytes three ways).
+fn screen_cases() -> u32 {
+    std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|v| v.parse::<u32>().ok())
+        .map_or(32, |c| (c / 8).max(1))
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(screen_cases()))]
+
+    #[test]
+    fn skipping_scrolled_away_lines_gives_the_same_screen(
+        prefix in terminal_bytes(),
+        lines in proptest::collection::vec(
+            proptest::collection::vec(prop_oneof![
+                3 => "[ -~]{0,30}",
+                1 => Just("\x1b[31m".to_owned()),
+                1 => Just("\x1b[1;42m".to_owned()),
+                1 => Just("\x1b[0m".to_owned()),
+                1 => Just("\t\x08é".to_owned()),
+            ], 0..6).prop_map(|parts| parts.concat()),
+            60..3000,
+        ),
+        tail in "[ -~]{0,20}",
+        rows in 2u16..30,
+        cols in 2u16..100,
+    ) {
+        let mut bytes = prefix;
+        bytes.extend_from_slice(lines.join("\r\n").as_bytes());
+        bytes.extend_from_slice(b"\r\n");
+        bytes.extend_from_slice(tail.as_bytes());
+        let size = TermSize { rows, cols };
+        let exact = crate::screen::replay_every_byte(size, &bytes, 4096);
+        let fast = crate::screen::replay(ProcId(1), size, &bytes, 0);
+        prop_assert_eq!(&fast.lines, &exact.lines);
+        prop_assert_eq!(fast.cursor, exact.cursor);
+        prop_assert_eq!(fast.offset, exact.offset);
+        // The same through a live screen that is behind, in 4 KiB feeds.
+        let fed = crate::screen::replay_through_feed(size, &bytes, 4096);
+        prop_assert_eq!(&fed.lines, &exact.lines);
+        prop_assert_eq!(fed.cursor, exact.cursor);
+        prop_assert_eq!(fed.offset, exact.offset);
+    }
+}

@@ -6,11 +6,19 @@
 //! slower with 10k lines of it). The actor hands every output chunk to
 //! [`Screen::feed`], which only appends to a pending buffer. The thread
 //! `screen-<id>` parses whatever is pending in one go, so when output comes
-//! faster than it parses, work coalesces instead of queueing. If the pending
-//! buffer still exceeds [`SCREEN_BACKLOG_BYTES`] (bulk output far faster than
-//! vt100), its oldest part is dropped at a line boundary and counted in
-//! `skipped_bytes`: the newest output, which is what the screen shows after
-//! plain scrolling, is always rendered.
+//! faster than it parses, work coalesces instead of queueing. The thread
+//! runs at a lower CPU priority than capture.
+//!
+//! Bulk output is mostly lines of text that scroll away before anyone could
+//! see them. [`scrolled_away`] finds such runs exactly (plain text and colour
+//! changes, followed by more than two screenfuls of newer lines) and they
+//! are not parsed: the screen comes out the same, for a fraction of vt100's
+//! cost. The thread does this for what it parses, and [`Screen::feed`] for
+//! what waits when the thread is behind, so a busy screen holds a few
+//! screenfuls, not megabytes. Output that cannot be elided exactly and still
+//! piles up past [`SCREEN_BACKLOG_BYTES`] loses its oldest part at a line
+//! boundary, counted in `skipped_bytes`: the newest output is always
+//! rendered.
 //!
 //! Ordering: every consumer of pending bytes takes them while holding the
 //! model lock and parses them before releasing it, so bytes are parsed in
@@ -33,10 +41,11 @@ use crate::config::MIN_TERM_DIM;
 use crate::proc::spawn::Replier;
 use crate::proc::{ProcId, TermSize};
 
-/// Pending bytes at which the oldest are dropped. vt100 parses 50–90 MB/s,
-/// so 4 MiB is tens of milliseconds of work: the screen is never more than
-/// that behind, and memory per process stays bounded.
-pub(crate) const SCREEN_BACKLOG_BYTES: usize = 4 << 20;
+/// Pending bytes at which the oldest are dropped (output that could not be
+/// elided exactly, say a flood of cursor movement). vt100 parses 50–90
+/// MB/s, so 1 MiB is about 15 ms of work: the screen is never more than
+/// that behind, and a hundred busy screens stay within 100 MiB.
+pub(crate) const SCREEN_BACKLOG_BYTES: usize = 1 << 20;
 
 /// Output replayed to rebuild the final screen of a process from an earlier
 /// daemon: enough for any screen's worth of drawing after the last full
@@ -114,11 +123,28 @@ impl vt100::Callbacks for Callbacks {
     }
 }
 
-#[derive(Default)]
+/// Nice value of screen threads: below the readers and the log writer, so
+/// parsing never takes CPU from capture; a busy screen coalesces instead.
+const SCREEN_NICE: i32 = 10;
+
 struct Pending {
     buf: Vec<u8>,
     skipped: u64,
+    /// Bytes of `buf` already elided exactly (see [`scrolled_away`]): they
+    /// count as rendered.
+    elided: u64,
     closed: bool,
+    /// Rows the pending bytes will be parsed at.
+    rows: u16,
+    /// No OSC is open where `buf` begins (the model is not mid-parse and
+    /// ended outside one), so `buf` may be compacted.
+    ground: bool,
+}
+
+impl Pending {
+    fn new(rows: u16) -> Self {
+        Self { buf: Vec::new(), skipped: 0, elided: 0, closed: false, rows, ground: true }
+    }
 }
 
 struct Model {
@@ -178,17 +204,52 @@ impl Model {
     }
 
     /// Parses everything pending. Must be called with the model lock held.
-    fn drain(&mut self, pending: &Mutex<Pending>) {
+    fn drain(&mut self, pending: &Mutex<Pending>) -> usize {
+        self.drain_then(pending, |_| {})
+    }
+
+    /// [`Model::drain`], running `f` on the pending state at the moment its
+    /// bytes are taken (so that what is fed afterwards sees its effect).
+    /// Returns how many bytes it took.
+    fn drain_then(&mut self, pending: &Mutex<Pending>, f: impl FnOnce(&mut Pending)) -> usize {
+        let taken;
         {
             let mut p = lock(pending);
             std::mem::swap(&mut p.buf, &mut self.spare);
             self.skipped += std::mem::take(&mut p.skipped);
+            self.rendered += std::mem::take(&mut p.elided);
+            taken = self.spare.len();
+            f(&mut p);
+            if !self.spare.is_empty() {
+                // Unknown until these bytes are parsed.
+                p.ground = false;
+            }
         }
         if !self.spare.is_empty() {
             let bytes = std::mem::take(&mut self.spare);
-            self.process(&bytes);
-            self.spare = bytes;
-            self.spare.clear();
+            self.parse(&bytes);
+            // A burst's buffer is not kept for an idle screen.
+            if bytes.capacity() <= SPARE_KEEP_BYTES {
+                self.spare = bytes;
+                self.spare.clear();
+            }
+            lock(pending).ground = self.osc.state == OscState::Ground;
+        }
+        taken
+    }
+
+    /// Parses `bytes`, skipping lines that scroll away unseen.
+    fn parse(&mut self, bytes: &[u8]) {
+        let ground = self.osc.state == OscState::Ground;
+        match scrolled_away(bytes, self.size.rows, ground) {
+            Some(skip) => {
+                self.process(&bytes[..skip.from]);
+                // Only the colours the skipped lines set survive them.
+                self.process(&skip.sgr);
+                self.rendered += (skip.to - skip.from - skip.sgr.len()) as u64;
+                self.process(&bytes[skip.to..]);
+            }
+            None => self.process(bytes),
         }
     }
 
@@ -224,8 +285,41 @@ impl Model {
 /// Renders a screen from `bytes` (output from offset `from`) without a
 /// thread, for processes whose screen must be rebuilt from the log.
 pub(crate) fn replay(id: ProcId, size: TermSize, bytes: &[u8], from: u64) -> Snapshot {
+    let mut model = blank_model(id, size, from);
+    model.parse(bytes);
+    model.snapshot()
+}
+
+/// [`replay`] parsing every byte in pieces of `piece` bytes, with no skips:
+/// the reference that skipping must match.
+#[cfg(test)]
+pub(crate) fn replay_every_byte(size: TermSize, bytes: &[u8], piece: usize) -> Snapshot {
+    let mut model = blank_model(ProcId(0), size, 0);
+    for p in bytes.chunks(piece.max(1)) {
+        model.process(p);
+    }
+    model.snapshot()
+}
+
+/// Feeds `bytes` in pieces of `piece` bytes to a live screen whose thread is
+/// held off, so every piece goes through [`Screen::feed`]'s elision, then
+/// snapshots: the other path that must match [`replay_every_byte`].
+#[cfg(test)]
+pub(crate) fn replay_through_feed(size: TermSize, bytes: &[u8], piece: usize) -> Snapshot {
+    let s = Screen::spawn(ProcId(0), size, None).expect("screen thread");
+    let view = s.view();
+    {
+        let _hold = lock(&view.inner.model);
+        for p in bytes.chunks(piece.max(1)) {
+            s.feed(p);
+        }
+    }
+    view.snapshot()
+}
+
+fn blank_model(id: ProcId, size: TermSize, from: u64) -> Model {
     let size = clamp(size);
-    let mut model = Model {
+    Model {
         parser: new_parser(size, Callbacks::default()),
         replier: None,
         size,
@@ -234,9 +328,7 @@ pub(crate) fn replay(id: ProcId, size: TermSize, bytes: &[u8], from: u64) -> Sna
         rendered: 0,
         skipped: from,
         id,
-    };
-    model.process(bytes);
-    model.snapshot()
+    }
 }
 
 /// The actor's end: feeds and resizes. Dropping it stops the thread.
@@ -267,7 +359,7 @@ impl Screen {
     ) -> std::io::Result<Self> {
         let size = clamp(size);
         let inner = Arc::new(Inner {
-            pending: Mutex::new(Pending::default()),
+            pending: Mutex::new(Pending::new(size.rows)),
             wake: Condvar::new(),
             model: Mutex::new(Model {
                 parser: new_parser(size, Callbacks::default()),
@@ -281,17 +373,35 @@ impl Screen {
             }),
         });
         let worker = Arc::clone(&inner);
-        std::thread::Builder::new()
-            .name(format!("screen-{id}"))
-            .stack_size(256 << 10)
-            .spawn(move || run(&worker))?;
+        std::thread::Builder::new().name(format!("screen-{id}")).stack_size(256 << 10).spawn(
+            move || {
+                if let Err(e) = crate::sys::lower_thread_priority(SCREEN_NICE) {
+                    tracing::debug!(error = %e, "cannot lower the screen thread's priority");
+                }
+                run(&worker);
+            },
+        )?;
         Ok(Self { view: ScreenView { inner } })
     }
 
     /// Appends output for the thread to parse. Never blocks on parsing.
     pub(crate) fn feed(&self, bytes: &[u8]) {
         let mut p = lock(&self.view.inner.pending);
-        if p.buf.len() + bytes.len() > SCREEN_BACKLOG_BYTES {
+        if p.buf.len() + bytes.len() > COMPACT_AT_BYTES {
+            // The screen is behind: elide lines that will scroll away unseen
+            // now, so a busy screen holds a few screenfuls, not megabytes.
+            p.buf.extend_from_slice(bytes);
+            if let Some(skip) = scrolled_away(&p.buf, p.rows, p.ground) {
+                let gone = skip.to - skip.from - skip.sgr.len();
+                p.buf.splice(skip.from..skip.to, skip.sgr);
+                p.elided += gone as u64;
+            }
+            if p.buf.len() > SCREEN_BACKLOG_BYTES {
+                let dropped = cut_point(&p.buf, p.buf.len() - SCREEN_BACKLOG_BYTES / 2);
+                p.buf.drain(..dropped);
+                p.skipped += dropped as u64;
+            }
+        } else if p.buf.len() + bytes.len() > SCREEN_BACKLOG_BYTES {
             p.buf.extend_from_slice(bytes);
             let dropped = cut_point(&p.buf, p.buf.len() - SCREEN_BACKLOG_BYTES / 2);
             p.buf.drain(..dropped);
@@ -307,7 +417,8 @@ impl Screen {
     /// it from a blocking context.
     pub(crate) fn resize(&self, size: TermSize) {
         let mut m = lock(&self.view.inner.model);
-        m.drain(&self.view.inner.pending);
+        let rows = clamp(size).rows;
+        m.drain_then(&self.view.inner.pending, |p| p.rows = rows);
         m.resize(size);
     }
 
@@ -333,6 +444,22 @@ impl ScreenView {
         m.snapshot()
     }
 
+    /// A snapshot taken right here when that is cheap: the model is free
+    /// and little is pending. Saves async callers a blocking-pool hop on
+    /// every wait; `None` means use [`ScreenView::snapshot`] off the runtime.
+    pub(crate) fn try_snapshot(&self) -> Option<Snapshot> {
+        let mut m = match self.inner.model.try_lock() {
+            Ok(m) => m,
+            Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => return None,
+        };
+        if lock(&self.inner.pending).buf.len() > INLINE_PARSE_BYTES {
+            return None;
+        }
+        m.drain(&self.inner.pending);
+        Some(m.snapshot())
+    }
+
     /// Escape sequences that make a real terminal show this screen (buffer,
     /// contents, attributes, cursor, input modes, title), and the output
     /// offset they reflect, for a terminal attaching mid-session. Blocking.
@@ -356,6 +483,103 @@ impl ScreenView {
     }
 }
 
+/// Most pending bytes an async caller parses itself for a snapshot (about
+/// a tenth of a millisecond of vt100); more goes to the blocking pool.
+const INLINE_PARSE_BYTES: usize = 8 << 10;
+
+/// Pending bytes at which [`Screen::feed`] elides lines that will scroll
+/// away (the screen thread is behind): half a millisecond of vt100, so a
+/// hundred busy screens hold a few MiB between them.
+const COMPACT_AT_BYTES: usize = 32 << 10;
+
+/// How long the screen thread rests after parsing a bulk stretch.
+const BULK_PACE: std::time::Duration = std::time::Duration::from_millis(10);
+
+/// Largest buffer a screen keeps between bursts.
+const SPARE_KEEP_BYTES: usize = 64 << 10;
+
+/// Pending bytes from which [`scrolled_away`] looks for lines to skip:
+/// below it parsing is cheap, and two screenfuls of lines must fit anyway.
+const EXACT_SKIP_MIN_BYTES: usize = 8 << 10;
+
+/// A run of lines in `bytes` that cannot change what the screen shows,
+/// so parsing it (most of the cost of bulk output) can be skipped
+/// exactly: the resulting screen is the same. Conditions:
+/// - the run is whole lines of text, tabs, backspaces, bells and SGR
+///   colour changes (whose net effect is replayed), nothing that moves
+///   the cursor elsewhere, changes a mode or asks for a reply;
+/// - it starts after the first line (which completes any sequence the
+///   previous input left open) and both its boundaries are CR LF, so the
+///   lines after it begin at column 0 either way;
+/// - more than two screenfuls of lines follow it: the first brings the
+///   cursor to the bottom wherever it was, the second scrolls in fresh
+///   rows for everything that stays visible.
+///
+/// `None` when there is no such run.
+fn scrolled_away(bytes: &[u8], rows: u16, ground: bool) -> Option<Skip> {
+    if bytes.len() < EXACT_SKIP_MIN_BYTES || !ground {
+        return None;
+    }
+    let from = memchr::memchr(b'\n', bytes)? + 1;
+    let mut to = bytes.len();
+    for _ in 0..2 * usize::from(rows) + 2 {
+        to = memchr::memrchr(b'\n', &bytes[..to])?;
+    }
+    let to = to + 1;
+    let crlf = |end: usize| end >= 2 && bytes[end - 2] == b'\r';
+    if to <= from || !crlf(from) || !crlf(to) {
+        return None;
+    }
+    let sgr = plain_text_sgr(&bytes[from..to])?;
+    Some(Skip { from, to, sgr })
+}
+
+/// Lines that scroll away unseen (see [`scrolled_away`]).
+struct Skip {
+    from: usize,
+    to: usize,
+    /// The SGR sequences of the skipped lines, in order.
+    sgr: Vec<u8>,
+}
+
+/// Most SGR bytes an elided run may leave behind: colour changes since the
+/// last reset are replayed, and output that never resets is parsed instead.
+const MAX_ELIDED_SGR_BYTES: usize = 4 << 10;
+
+/// The SGR sequences (`ESC [ params m`) in `text` since its last reset, if
+/// everything else in it is printable text, UTF-8, tab, CR, LF, backspace or
+/// BEL; `None` otherwise.
+fn plain_text_sgr(text: &[u8]) -> Option<Vec<u8>> {
+    let mut sgr = Vec::new();
+    let mut i = 0;
+    while i < text.len() {
+        match text[i] {
+            0x1b => {
+                let params = text.get(i + 1).filter(|&&b| b == b'[').map(|_| i + 2)?;
+                let end = params
+                    + text[params..]
+                        .iter()
+                        .position(|b| !matches!(b, b'0'..=b'9' | b';' | b':'))?;
+                if text[end] != b'm' {
+                    return None;
+                }
+                if matches!(&text[params..end], b"" | b"0") {
+                    // A reset: the colours set before it no longer matter.
+                    sgr.clear();
+                }
+                sgr.extend_from_slice(&text[i..=end]);
+                if sgr.len() > MAX_ELIDED_SGR_BYTES {
+                    return None;
+                }
+                i = end + 1;
+            }
+            b'\t' | b'\n' | b'\r' | 0x08 | 0x07 | 0x20..=0x7e | 0x80..=0xff => i += 1,
+            _ => return None,
+        }
+    }
+    Some(sgr)
+}
+
 /// First index at or after `at` that follows a newline (or `at` if none), so
 /// dropping a prefix keeps whole lines and never splits a UTF-8 character or
 /// an escape sequence in the common case.
@@ -374,7 +598,17 @@ fn run(inner: &Inner) {
                 return;
             }
         }
-        lock(&inner.model).drain(&inner.pending);
+        let taken = lock(&inner.model).drain(&inner.pending);
+        if taken >= EXACT_SKIP_MIN_BYTES {
+            // Bulk output: let the next stretch gather, so that most of it
+            // scrolls away unparsed. Snapshots parse what is pending
+            // themselves, so they are never stale.
+            #[allow(
+                clippy::disallowed_methods,
+                reason = "the screen's own thread, pacing itself; nothing waits on it"
+            )]
+            std::thread::sleep(BULK_PACE);
+        }
     }
 }
 
@@ -457,6 +691,24 @@ impl OscGuard {
 mod tests {
     use super::*;
 
+    #[test]
+    fn bulk_plain_lines_are_skipped_and_anything_else_is_not() {
+        let skip_of = |b: &[u8]| scrolled_away(b, 24, true);
+        let lines: String =
+            (0..1000).map(|i| format!("\x1b[3{}mline {i}\x1b[0m\r\n", i % 8)).collect();
+        let skip = skip_of(lines.as_bytes()).expect("plain lines are skipped");
+        assert!(skip.to - skip.from > lines.len() / 2);
+        assert_eq!(skip.sgr, b"\x1b[0m");
+        // A cursor move, a mode change or bare LFs keep every byte parsed.
+        for odd in ["\x1b[H", "\x1b[?1049h", "\x1b[6n"] {
+            let text = lines.replacen("line 500", &format!("line{odd}"), 1);
+            assert!(skip_of(text.as_bytes()).is_none(), "{odd:?}");
+        }
+        assert!(skip_of(lines.replace("\r\n", "\n").as_bytes()).is_none());
+        // Inside an open OSC nothing is plain text.
+        assert!(scrolled_away(lines.as_bytes(), 24, false).is_none());
+    }
+
     fn screen(rows: u16, cols: u16) -> Screen {
         Screen::spawn(ProcId(1), TermSize { rows, cols }, None).unwrap()
     }
@@ -504,12 +756,32 @@ mod tests {
     }
 
     #[test]
+    fn a_busy_screen_elides_plain_lines_exactly() {
+        let s = screen(3, 20);
+        let view = s.view();
+        let guard = lock(&view.inner.model);
+        let line = b"0123456789012345678\r\n";
+        let n = 4 * COMPACT_AT_BYTES / line.len();
+        for _ in 0..n {
+            s.feed(line);
+        }
+        s.feed(b"last");
+        assert!(lock(&view.inner.pending).buf.len() < COMPACT_AT_BYTES + line.len());
+        drop(guard);
+        let snap = view.snapshot();
+        assert_eq!(snap.skipped_bytes, 0, "elided lines are not lost lines");
+        assert_eq!(snap.lines, ["0123456789012345678", "0123456789012345678", "last"]);
+        assert_eq!(snap.offset, (n * line.len()) as u64 + 4);
+    }
+
+    #[test]
     fn backlog_drops_oldest_whole_lines() {
         let s = screen(3, 20);
         // Hold the model lock so nothing is parsed while the backlog grows.
         let view = s.view();
         let guard = lock(&view.inner.model);
-        let line = b"0123456789012345678\r\n";
+        // Erase-line sequences: not plain text, so nothing can be elided.
+        let line = b"01234567890123\x1b[K\r\n";
         let n = SCREEN_BACKLOG_BYTES / line.len() + 10;
         for _ in 0..n {
             s.feed(line);

@@ -177,6 +177,33 @@ pub(crate) fn set_child_subreaper() -> io::Result<()> {
     if rc == 0 { Ok(()) } else { Err(io::Error::last_os_error()) }
 }
 
+/// Whether `fd` has input ready right now (a zero-timeout poll).
+pub(crate) fn readable_now(fd: std::os::fd::RawFd) -> bool {
+    let mut p = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
+    // SAFETY: p is one valid pollfd for the duration of the call; timeout 0
+    // never blocks.
+    let rc = unsafe { libc::poll(&raw mut p, 1, 0) };
+    rc == 1 && p.revents & libc::POLLIN != 0
+}
+
+/// Lowers the calling thread's CPU priority (Linux nice values are per
+/// thread). Used by screen threads: under bulk output the program, the
+/// reader and the log come first, and the screen coalesces what it missed.
+pub(crate) fn lower_thread_priority(nice: i32) -> io::Result<()> {
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: setpriority takes plain integers; who = 0 is the calling
+        // thread on Linux.
+        let rc = unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, nice) };
+        if rc != 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = nice;
+    Ok(())
+}
+
 /// Starts a new session for this process (detaching from the terminal and
 /// session of whoever started it).
 pub(crate) fn setsid() -> io::Result<()> {

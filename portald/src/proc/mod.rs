@@ -619,6 +619,9 @@ impl ProcHandle {
     pub(crate) async fn snapshot(&self) -> Result<Snapshot, ProcError> {
         let id = self.id();
         if let Some(screen) = self.screen.clone() {
+            if let Some(snap) = screen.try_snapshot() {
+                return Ok(snap);
+            }
             return tokio::task::spawn_blocking(move || screen.snapshot())
                 .await
                 .map_err(|_| ProcError::Gone(id));

@@ -302,16 +302,19 @@ fn spawn_pty(
     // Without this the reader never sees EOF: the parent would keep the
     // secondary side open after the program exits.
     drop(secondary);
-    let reader = primary.try_clone_reader().map_err(|e| ProcError::Io {
-        id,
-        op: "clone PTY reader",
-        source: anyhow_io(&e),
-    });
-    let reader = match reader {
-        Ok(r) => r,
-        Err(e) => {
+    let reader = match primary.as_raw_fd().map(sys::dup_fd) {
+        Some(Ok(r)) => r,
+        Some(Err(e)) => {
             abort_spawned(pid, pids);
-            return Err(e);
+            return Err(ProcError::Io { id, op: "dup PTY primary for reading", source: e });
+        }
+        None => {
+            abort_spawned(pid, pids);
+            return Err(ProcError::Io {
+                id,
+                op: "dup PTY primary for reading",
+                source: std::io::Error::other("the PTY has no file descriptor"),
+            });
         }
     };
     let writer = match primary.as_raw_fd().map(sys::dup_fd) {
@@ -411,32 +414,50 @@ pub(crate) fn pty_size(size: TermSize) -> PtySize {
     PtySize { rows: size.rows, cols: size.cols, pixel_width: 0, pixel_height: 0 }
 }
 
+/// A reader stops merging reads when less than this is left in its buffer
+/// (a PTY read is at most about 4 KiB).
+const READ_MERGE_ROOM: usize = 4 << 10;
+
 fn thread(name: String) -> std::thread::Builder {
     std::thread::Builder::new().name(name).stack_size(IO_THREAD_STACK_BYTES)
 }
 
+/// Reads a program's output until EOF. A read returns what the kernel has
+/// (about 4 KiB from a PTY); while more is ready at once, the thread reads
+/// on into the same buffer and sends one larger chunk, so bulk output
+/// costs the actor, the log and the screen a fraction of the messages, and
+/// a lone prompt still goes out the moment it is read.
 fn start_reader(
     id: ProcId,
     tag: &str,
     stream: StreamId,
-    mut src: impl Read + Send + 'static,
+    mut src: impl Read + std::os::fd::AsRawFd + Send + 'static,
     tx: mpsc::Sender<OutputEvent>,
 ) -> std::io::Result<()> {
     thread(format!("{tag}-{id}")).spawn(move || {
         let mut buf = vec![0u8; READ_CHUNK_BYTES];
-        loop {
-            match src.read(&mut buf) {
-                Ok(0) => break,
-                Ok(n) => {
-                    let chunk = Bytes::copy_from_slice(&buf[..n]);
-                    if tx.blocking_send(OutputEvent::Data(stream, chunk)).is_err() {
-                        // The actor is gone: nobody wants this output any more.
-                        return;
-                    }
+        let fd = src.as_raw_fd();
+        let mut eof = false;
+        while !eof {
+            let mut n = 0;
+            loop {
+                match src.read(&mut buf[n..]) {
+                    Ok(0) => eof = true,
+                    Ok(got) => n += got,
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                    // EIO from a PTY whose secondary side is closed is end of output.
+                    Err(_) => eof = true,
                 }
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                // EIO from a PTY whose secondary side is closed is end of output.
-                Err(_) => break,
+                if eof || buf.len() - n < READ_MERGE_ROOM || !sys::readable_now(fd) {
+                    break;
+                }
+            }
+            if n > 0 {
+                let chunk = Bytes::copy_from_slice(&buf[..n]);
+                if tx.blocking_send(OutputEvent::Data(stream, chunk)).is_err() {
+                    // The actor is gone: nobody wants this output any more.
+                    return;
+                }
             }
         }
         // The actor may be gone already; then nobody waits for the EOF.

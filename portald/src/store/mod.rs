@@ -6,16 +6,22 @@
 //! chunk, so when the disk falls behind the programs are slowed, never the
 //! log dropped. The writer blocks for the first message, takes everything
 //! else already queued (up to [`STORE_BATCH_BYTES`]) and commits it in one
-//! transaction: under load many rows share a commit, and when idle a single
-//! row is committed at once (WAL with `synchronous=NORMAL`: no fsync per
-//! commit), which keeps write-to-read latency low. Replies (new ids, flush
-//! barriers) are sent after the commit. The thread ends when every [`Store`]
-//! is dropped; [`StoreThread::join`] waits for the last commit.
+//! transaction: when idle a single row is committed at once (WAL with
+//! `synchronous=NORMAL`: no fsync per commit), which keeps write-to-read
+//! latency low; while output streams in, it lingers up to [`LINGER`] for
+//! more and merges chunks that continue each other into larger rows.
+//! Replies (new ids, flush barriers) are sent after the commit. After each
+//! commit it enforces retention ([`retention`]) and deletes a little of the
+//! history that was forgotten ([`gc`]); checkpoints run on their own thread
+//! ([`checkpoint`]). The thread ends when every [`Store`] is dropped;
+//! [`StoreThread::join`] waits for the last commit.
 //!
 //! Reads open their own connections (WAL lets them run beside the writer),
 //! pooled, and run in `spawn_blocking`. A read first passes a flush barrier
 //! so that it sees every chunk handed to the store before it was asked.
 
+mod checkpoint;
+mod gc;
 pub(crate) mod retention;
 pub(crate) mod schema;
 
@@ -28,14 +34,43 @@ use bytes::Bytes;
 use rusqlite::{Connection, OptionalExtension, Transaction, params};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, oneshot};
 
-use crate::config::{STORE_BACKLOG_BYTES, STORE_BATCH_BYTES};
+use crate::config::{MAX_RECORD_BYTES, STORE_BACKLOG_BYTES, STORE_BATCH_BYTES};
 use crate::proc::{Chunk, ProcId, Shared, StreamId};
+use checkpoint::Checkpointer;
+use gc::Garbage;
 pub use retention::Retention;
 use retention::Usage;
 
 /// Messages queued to the writer (bounded in bytes by the semaphore, in count
 /// only as a backstop).
 const STORE_QUEUE_MESSAGES: usize = 16 * 1024;
+
+/// Page size of a new database. Output chunks are up to 64 KiB: in 4 KiB
+/// pages each becomes a chain of 16 overflow pages, each its own WAL frame
+/// and write, and SQLite tops out near 350 MB/s here; in 64 KiB pages (the
+/// largest) it writes about 1.4 GB/s. Small rows pack into the same pages.
+/// An existing database keeps the page size it was created with.
+const PAGE_SIZE: i64 = 64 << 10;
+
+/// Under load, deleting forgotten rows gets one part of the writer's time
+/// for this many parts of committing.
+const GC_SHARE: u32 = 8;
+
+/// A commit this soon after the previous one means output is streaming.
+const BUSY_WINDOW: std::time::Duration = std::time::Duration::from_millis(1);
+
+/// Longest a busy writer waits for more chunks before committing. Each
+/// commit rewrites the B-tree pages it touches (64 KiB each), so committing
+/// every 4 KiB PTY read would write many times the data itself; 2 ms
+/// gathers a hundred kilobytes at PTY speed. Nothing waits on such a batch
+/// (a flush barrier or a reply ends the pause), so no caller sees it.
+const LINGER: std::time::Duration = std::time::Duration::from_millis(2);
+
+/// A lingering batch commits once it holds this much.
+const LINGER_BYTES: usize = 512 << 10;
+
+/// How often a lingering writer looks for more.
+const LINGER_POLL: std::time::Duration = std::time::Duration::from_micros(200);
 
 /// Read connections kept open for reuse; more are opened on demand.
 const READ_POOL_SIZE: usize = 8;
@@ -169,6 +204,14 @@ enum Msg {
 }
 
 impl Msg {
+    /// Someone waits for this message's commit (a reply or a barrier).
+    fn awaited(&self) -> bool {
+        matches!(
+            self,
+            Self::CreateProc { .. } | Self::Program { .. } | Self::Flush { .. } | Self::Close
+        )
+    }
+
     fn bytes(&self) -> usize {
         match self {
             Self::Chunk { chunk, .. } => chunk.data.len(),
@@ -267,10 +310,13 @@ impl Store {
     ) -> Result<(Self, StoreThread), StoreError> {
         let open_err = |reason: String| StoreError::Open { path: path.to_path_buf(), reason };
         let mut conn = Connection::open(path).map_err(|e| open_err(e.to_string()))?;
+        // Takes effect only while the file is still empty.
+        conn.pragma_update(None, "page_size", PAGE_SIZE)?;
         schema::migrate(&mut conn).map_err(|e| open_err(e.to_string()))?;
+        let page_size: i64 = conn.pragma_query_value(None, "page_size", |r| r.get(0))?;
+        let checkpoint = Checkpointer::start(&conn, path)?;
         if let Some(max) = retention.max_db_bytes {
-            let page: i64 = conn.pragma_query_value(None, "page_size", |r| r.get(0))?;
-            let pages = i64::try_from(max).unwrap_or(i64::MAX) / page.max(1);
+            let pages = i64::try_from(max).unwrap_or(i64::MAX) / page_size.max(1);
             conn.pragma_update(None, "max_page_count", pages.max(1))?;
         }
         // Processes that were running when a previous daemon died have no
@@ -279,7 +325,9 @@ impl Store {
         let usage = Usage::load(&conn, retention)?;
         let shared = Arc::new(WriterShared::default());
         shared.retained.store(usage.total(), Ordering::Relaxed);
-        let w = Writer { conn, usage, shared: Arc::clone(&shared) };
+        let page_size = u64::try_from(page_size).unwrap_or(4096);
+        let garbage = Garbage::load(&conn)?;
+        let w = Writer { conn, usage, garbage, shared: Arc::clone(&shared), checkpoint, page_size };
         let (tx, rx) = mpsc::channel(STORE_QUEUE_MESSAGES);
         let thread = std::thread::Builder::new()
             .name("store-writer".into())
@@ -440,16 +488,26 @@ impl ReadPool {
 struct Writer {
     conn: Connection,
     usage: Usage,
+    garbage: Garbage,
     shared: Arc<WriterShared>,
+    checkpoint: Checkpointer,
+    page_size: u64,
 }
 
 fn writer(mut w: Writer, mut rx: mpsc::Receiver<Msg>) {
     let mut batch = Vec::new();
     let mut closing = false;
+    let mut last_commit = std::time::Instant::now();
+    let mut gc_allowance = std::time::Duration::ZERO;
     while let Some(first) = rx.blocking_recv() {
         let mut bytes = first.bytes();
         closing |= matches!(first, Msg::Close);
         batch.push(first);
+        // Output is streaming in when the last commit was just now: then,
+        // while nobody waits on the batch, let more arrive so one commit
+        // carries many chunks instead of a few.
+        let linger_until =
+            (last_commit.elapsed() < BUSY_WINDOW).then(|| std::time::Instant::now() + LINGER);
         while bytes < STORE_BATCH_BYTES && !closing {
             match rx.try_recv() {
                 Ok(m) => {
@@ -457,19 +515,126 @@ fn writer(mut w: Writer, mut rx: mpsc::Receiver<Msg>) {
                     closing |= matches!(m, Msg::Close);
                     batch.push(m);
                 }
+                Err(_)
+                    if bytes < LINGER_BYTES
+                        && linger_until.is_some_and(|t| std::time::Instant::now() < t)
+                        && !batch.iter().any(Msg::awaited) =>
+                {
+                    #[allow(
+                        clippy::disallowed_methods,
+                        reason = "a bounded pause of the writer thread, not of async code"
+                    )]
+                    std::thread::sleep(LINGER_POLL);
+                }
                 Err(_) => break,
             }
         }
+        merge_chunks(&mut batch);
+        let started = std::time::Instant::now();
         w.commit_batch(&mut batch);
+        last_commit = std::time::Instant::now();
+        // History forgotten by cleanup, clear or retention: while output
+        // streams in, steps take at most a ninth of the writer's time (an
+        // eighth of what commits took); when nothing is queued, as many
+        // steps as fit.
+        gc_allowance += (last_commit - started) / GC_SHARE;
+        while !w.garbage.is_empty() && (rx.is_empty() || !gc_allowance.is_zero()) {
+            let step = std::time::Instant::now();
+            w.collect_garbage();
+            gc_allowance = gc_allowance.saturating_sub(step.elapsed());
+        }
+        if w.garbage.is_empty() {
+            gc_allowance = std::time::Duration::ZERO;
+        }
+        if rx.is_empty() {
+            w.checkpoint.idle();
+        }
         if closing {
             break;
         }
     }
     // Fold the WAL back into the database so the file is self-contained.
+    w.checkpoint.stop();
     if let Err(e) = w.conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(())) {
         tracing::debug!(error = %e, "final checkpoint failed");
     }
     tracing::debug!("store writer finished");
+}
+
+/// Merges runs of chunks that continue each other (same process and
+/// stream, contiguous offsets) into rows of up to [`MAX_RECORD_BYTES`]:
+/// fewer rows to insert, index and read back. A merged row keeps the first
+/// piece's timestamps (the time of its first byte).
+fn merge_chunks(batch: &mut Vec<Msg>) {
+    let mut out = Vec::with_capacity(batch.len());
+    let mut run: Option<Run> = None;
+    for msg in batch.drain(..) {
+        match msg {
+            Msg::Chunk { chunk, _permit } => {
+                if let Some(r) = &mut run
+                    && r.continues(&chunk)
+                {
+                    r.push(chunk, _permit);
+                    continue;
+                }
+                out.extend(run.take().map(Run::finish));
+                run = Some(Run { first: chunk, permit: _permit, rest: Vec::new(), len: 0 });
+            }
+            other => {
+                out.extend(run.take().map(Run::finish));
+                out.push(other);
+            }
+        }
+    }
+    out.extend(run.take().map(Run::finish));
+    *batch = out;
+}
+
+/// Longest time one merged row may span: time-window reads ("the last
+/// 500 ms") find rows by their first byte's time, so this is their
+/// precision.
+const MERGE_WINDOW_NS: i64 = 10_000_000;
+
+/// Chunks being merged into one row.
+struct Run {
+    first: Chunk,
+    permit: OwnedSemaphorePermit,
+    rest: Vec<Bytes>,
+    /// Total bytes, `first` included, once `rest` is not empty.
+    len: usize,
+}
+
+impl Run {
+    fn total(&self) -> usize {
+        if self.rest.is_empty() { self.first.data.len() } else { self.len }
+    }
+
+    fn continues(&self, next: &Chunk) -> bool {
+        next.proc == self.first.proc
+            && next.stream == self.first.stream
+            && next.mono_ns - self.first.mono_ns <= MERGE_WINDOW_NS
+            && next.offset == self.first.offset + self.total() as u64
+            && self.total() + next.data.len() <= MAX_RECORD_BYTES
+    }
+
+    fn push(&mut self, next: Chunk, permit: OwnedSemaphorePermit) {
+        self.len = self.total() + next.data.len();
+        self.rest.push(next.data);
+        self.permit.merge(permit);
+    }
+
+    fn finish(self) -> Msg {
+        let Self { mut first, permit, rest, len } = self;
+        if !rest.is_empty() {
+            let mut data = bytes::BytesMut::with_capacity(len);
+            data.extend_from_slice(&first.data);
+            for piece in rest {
+                data.extend_from_slice(&piece);
+            }
+            first.data = data.freeze();
+        }
+        Msg::Chunk { chunk: first, _permit: permit }
+    }
 }
 
 /// What a committed message yields for its requester.
@@ -516,6 +681,14 @@ impl Writer {
             .map(|m| if let Msg::Chunk { chunk, .. } = m { chunk.data.len() as u64 } else { 0 })
             .sum();
         let mut result = self.run(batch, false);
+        // A full database: first delete the rows already forgotten, then
+        // trim the oldest history.
+        if result.as_ref().is_err_and(is_full) && !self.garbage.is_empty() {
+            while !self.garbage.is_empty() {
+                self.collect_garbage();
+            }
+            result = self.run(batch, false);
+        }
         if let Err(e) = &result
             && is_full(e)
         {
@@ -524,11 +697,15 @@ impl Writer {
             let want = chunk_bytes.max(1 << 20) + self.usage.total() / 8;
             let cuts = self.usage.plan_room(want);
             tracing::warn!(error = %e, trimming = want, "the database is full; trimming the oldest history");
-            if self.apply_cuts(&cuts) {
+            if self.apply_cuts(&cuts, true) {
                 result = self.run(batch, false);
             }
         }
         let mut chunks_committed = true;
+        if result.is_ok() {
+            // Pages of the touched B-tree leaves besides the blobs themselves.
+            self.checkpoint.committed(&self.conn, chunk_bytes + 4 * self.page_size);
+        }
         if let Err(e) = &result {
             tracing::error!(error = %e, lost_bytes = chunk_bytes, "cannot store output; keeping the control records");
             self.shared.failed(e, chunk_bytes);
@@ -576,12 +753,28 @@ impl Writer {
     fn account(&mut self, msg: &Msg, chunks_committed: bool) {
         match msg {
             Msg::Chunk { chunk, .. } if chunks_committed => self.usage.appended(chunk),
-            Msg::Clear { id, starts } => self.usage.cleared(*id, *starts),
+            Msg::Clear { id, starts } => {
+                self.usage.cleared(*id, *starts);
+                self.garbage.add(*id, *starts);
+            }
             Msg::Delete { id } => {
                 self.usage.removed(*id);
                 self.shared.untrack(*id);
+                self.garbage.add(*id, [u64::MAX; 3]);
             }
             _ => {}
+        }
+    }
+
+    /// One step of deleting forgotten rows.
+    fn collect_garbage(&mut self) {
+        if self.garbage.is_empty() {
+            return;
+        }
+        if let Err(e) = self.garbage.step(&mut self.conn) {
+            // The rows are invisible already; the next open finds them again.
+            tracing::warn!(error = %e, "deleting forgotten history failed; will retry at the next start");
+            self.garbage = Garbage::default();
         }
     }
 
@@ -589,19 +782,24 @@ impl Writer {
     fn enforce_retention(&mut self) {
         let cuts = self.usage.plan();
         if !cuts.is_empty() {
-            self.apply_cuts(&cuts);
+            self.apply_cuts(&cuts, false);
         }
     }
 
-    /// Applies cuts in one transaction, then publishes the new starts.
-    /// Returns whether anything was trimmed.
-    fn apply_cuts(&mut self, cuts: &[(ProcId, u64)]) -> bool {
+    /// Applies cuts in one transaction, then publishes the new starts. The
+    /// rows go `now` (to make room on a full disk) or to the garbage
+    /// collector. Returns whether anything was trimmed.
+    fn apply_cuts(&mut self, cuts: &[(ProcId, u64)], now: bool) -> bool {
         let before = self.usage.total();
         let result = (|| -> Result<Vec<(ProcId, [u64; 3])>, StoreError> {
             let tx = self.conn.transaction()?;
             let mut starts = Vec::with_capacity(cuts.len());
             for cut in cuts {
-                starts.push((cut.0, self.usage.trim(&tx, *cut)?));
+                let s = self.usage.trim(&tx, *cut)?;
+                if now {
+                    delete_below(&tx, cut.0, s)?;
+                }
+                starts.push((cut.0, s));
             }
             tx.commit()?;
             Ok(starts)
@@ -611,6 +809,9 @@ impl Writer {
                 for (id, s) in starts {
                     self.usage.cleared(id, s);
                     self.shared.publish_starts(id, s);
+                    if !now {
+                        self.garbage.add(id, s);
+                    }
                 }
                 let trimmed = before - self.usage.total();
                 self.shared.trimmed.fetch_add(trimmed, Ordering::Relaxed);
@@ -652,12 +853,18 @@ fn to_i64(v: u64) -> i64 {
 }
 
 /// Deletes history before `starts` (per stream) and records the new starts.
-fn set_starts(tx: &Transaction<'_>, id: ProcId, starts: [u64; 3]) -> Result<(), StoreError> {
+fn delete_below(tx: &Transaction<'_>, id: ProcId, starts: [u64; 3]) -> Result<(), StoreError> {
     let mut delete =
         tx.prepare_cached("DELETE FROM chunks WHERE proc_id = ?1 AND stream = ?2 AND off < ?3")?;
     for s in StreamId::ALL {
         delete.execute(params![to_i64(id.0), s as i64, to_i64(starts[s.index()])])?;
     }
+    Ok(())
+}
+
+/// Records where history begins (the rows below are deleted by the
+/// garbage collector, or at once by [`delete_below`]).
+fn set_starts(tx: &Transaction<'_>, id: ProcId, starts: [u64; 3]) -> Result<(), StoreError> {
     tx.prepare_cached(
         "UPDATE processes SET start_stdin = ?2, start_stdout = ?3, start_stderr = ?4 WHERE id = ?1",
     )?
@@ -714,7 +921,7 @@ fn apply(tx: &Transaction<'_>, msg: &Msg) -> Result<Outcome, StoreError> {
         }
         Msg::Clear { id, starts } => set_starts(tx, *id, *starts)?,
         Msg::Delete { id } => {
-            tx.execute("DELETE FROM chunks WHERE proc_id = ?1", params![to_i64(id.0)])?;
+            // Its rows go to the garbage collector once this commits.
             tx.execute("DELETE FROM processes WHERE id = ?1", params![to_i64(id.0)])?;
         }
         Msg::Program { rec, .. } => return Ok(Outcome::Program(record_program(tx, rec.clone())?)),
@@ -1092,7 +1299,9 @@ mod tests {
         let id = store.create_proc(new_proc()).await.unwrap();
         for (i, part) in [b"aaaa", b"bbbb", b"cccc"].iter().enumerate() {
             let off = 4 * i as u64;
-            store.append(chunk(id.0, StreamId::Stdout, off, 10 * i as i64, *part)).await.unwrap();
+            // 20 ms apart: separate rows (merging stops at 10 ms).
+            let mono = 20_000_000 * i as i64;
+            store.append(chunk(id.0, StreamId::Stdout, off, mono, *part)).await.unwrap();
         }
         let all = store
             .read_flushed(move |c| read_range(c, id, StreamId::Stdout, 2, 12, 100, Keep::Head))
@@ -1114,8 +1323,10 @@ mod tests {
         let text: Vec<u8> = tail.iter().flat_map(|p| p.data.to_vec()).collect();
         assert_eq!(text, b"bbcccc");
         assert_eq!(tail[0].offset, 6);
-        let since =
-            store.read(move |c| first_offset_since(c, id, StreamId::Stdout, 5)).await.unwrap();
+        let since = store
+            .read(move |c| first_offset_since(c, id, StreamId::Stdout, 5_000_000))
+            .await
+            .unwrap();
         assert_eq!(since, Some(4));
         drop(store);
         thread.join();
@@ -1154,9 +1365,13 @@ mod tests {
         let shared = Arc::new(Shared::default());
         store.track(id, &shared);
         for i in 0..10u64 {
-            let c = chunk(id.0, StreamId::Stdout, i * 200, 0, &[b'x'; 200]);
+            let mono = 20_000_000 * i64::try_from(i).unwrap();
+            let c = chunk(id.0, StreamId::Stdout, i * 200, mono, &[b'x'; 200]);
             store.append(c).await.unwrap();
         }
+        store.flush().await.unwrap();
+        // Once more: the rows below the new start are deleted after the
+        // commit that trimmed them.
         store.flush().await.unwrap();
         // 2000 bytes over a 1000-byte limit: trimmed to at most 875, on a
         // chunk boundary, and the live start moved with it.
@@ -1226,5 +1441,43 @@ mod tests {
         let conn = Connection::open(&path).unwrap();
         let check: String = conn.query_row("PRAGMA integrity_check", [], |r| r.get(0)).unwrap();
         assert_eq!(check, "ok");
+    }
+
+    #[test]
+    fn contiguous_chunks_close_in_time_become_one_row() {
+        let budget = Arc::new(Semaphore::new(1000));
+        let msg = |proc, stream, offset, mono, data: &'static [u8]| Msg::Chunk {
+            chunk: chunk(proc, stream, offset, mono, data),
+            _permit: Arc::clone(&budget).try_acquire_many_owned(10).unwrap(),
+        };
+        let mut batch = vec![
+            msg(1, StreamId::Stdout, 0, 0, b"ab"),
+            msg(1, StreamId::Stdout, 2, 1_000_000, b"cd"),
+            msg(1, StreamId::Stderr, 0, 1_000_000, b"e"),
+            msg(1, StreamId::Stdout, 4, 2_000_000, b"fg"),
+            msg(1, StreamId::Stdout, 6, 2_000_000, b"hi"),
+            msg(1, StreamId::Stdout, 8, 50_000_000, b"late"),
+        ];
+        merge_chunks(&mut batch);
+        let rows: Vec<(StreamId, u64, &[u8])> = batch
+            .iter()
+            .map(|m| match m {
+                Msg::Chunk { chunk, .. } => (chunk.stream, chunk.offset, &chunk.data[..]),
+                _ => unreachable!("only chunks"),
+            })
+            .collect();
+        assert_eq!(
+            rows,
+            [
+                (StreamId::Stdout, 0, &b"abcd"[..]),
+                (StreamId::Stderr, 0, b"e"),
+                (StreamId::Stdout, 4, b"fghi"),
+                (StreamId::Stdout, 8, b"late"),
+            ]
+        );
+        // Every permit is still held (by the merged rows) until they commit.
+        assert_eq!(budget.available_permits(), 1000 - 60);
+        drop(batch);
+        assert_eq!(budget.available_permits(), 1000);
     }
 }

@@ -77,8 +77,14 @@ const MIGRATIONS: &[&str] = &[
 pub(crate) fn configure(conn: &Connection) -> Result<(), StoreError> {
     conn.busy_timeout(std::time::Duration::from_secs(5))?;
     conn.pragma_update(None, "synchronous", "NORMAL")?;
+    // Reads stream pages through once; a small cache per connection keeps
+    // the pool's memory flat (the writer sets its own, larger one).
+    conn.pragma_update(None, "cache_size", -READ_CACHE_KIB)?;
     Ok(())
 }
+
+/// Page cache of a read connection (SQLite's default is 2 MiB).
+const READ_CACHE_KIB: i64 = 1024;
 
 /// Switches to WAL and brings the schema up to date.
 pub(crate) fn migrate(conn: &mut Connection) -> Result<(), StoreError> {

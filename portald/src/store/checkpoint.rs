@@ -1,0 +1,138 @@
+//! Folding the WAL back into the database, off the writer's path.
+//!
+//! A checkpoint copies committed pages from the WAL into the database file
+//! and syncs both; run by the writer (SQLite's default), it stalls every
+//! commit behind it, and under bulk output that halves capture throughput.
+//! Here the writer only appends to the WAL, and a `store-checkpoint` thread
+//! with its own connection runs PASSIVE checkpoints (which never block the
+//! writer or readers) each time [`CHECKPOINT_EVERY_BYTES`] more were written,
+//! and when the writer goes idle after a burst.
+//!
+//! A checkpoint running beside a busy writer may never catch up with the
+//! WAL's end, and SQLite only rewinds the WAL once it does; if the WAL file
+//! passes [`WAL_LIMIT_BYTES`] the writer tries a RESTART checkpoint itself
+//! (which rewinds the WAL), at most once per [`CHECKPOINT_EVERY_BYTES`]; it
+//! returns at once when the background one holds the checkpoint lock. After
+//! a burst, [`Checkpointer::idle`] folds the rest in, and the WAL file is cut
+//! back to [`WAL_KEEP_BYTES`].
+
+use std::path::{Path, PathBuf};
+use std::sync::mpsc::{SyncSender, TrySendError, sync_channel};
+
+use rusqlite::Connection;
+
+use super::{StoreError, schema};
+
+/// Written bytes (estimated) between two checkpoints: a few hundred
+/// milliseconds of bulk output, and a WAL small enough to fold quickly.
+pub(crate) const CHECKPOINT_EVERY_BYTES: u64 = 64 << 20;
+
+/// Written bytes after which a writer going idle asks for a checkpoint even
+/// below [`CHECKPOINT_EVERY_BYTES`]: the end of a burst is folded in at once,
+/// so the WAL rewinds before the next burst instead of growing across them.
+pub(crate) const IDLE_CHECKPOINT_BYTES: u64 = 8 << 20;
+
+/// Quiet writes (a few rows now and then) are folded in at most this often.
+pub(crate) const IDLE_CHECKPOINT_EVERY: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Page cache of the writer connection: twice the largest batch.
+pub(crate) const WRITER_CACHE_KIB: i64 = 8 << 10;
+
+/// WAL size at which the writer checkpoints itself.
+pub(crate) const WAL_LIMIT_BYTES: u64 = 512 << 20;
+
+/// What the WAL file is cut back to after it rewinds, so one burst does
+/// not keep its disk space forever. Large enough that a typical burst does
+/// not pay for truncating and regrowing the file every time.
+pub(crate) const WAL_KEEP_BYTES: i64 = 256 << 20;
+
+/// The writer's side of background checkpointing.
+#[derive(Debug)]
+pub(crate) struct Checkpointer {
+    nudge: Option<SyncSender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+    wal: PathBuf,
+    since: u64,
+    last_nudge: std::time::Instant,
+}
+
+impl Checkpointer {
+    /// Configures the writer connection and starts the checkpoint thread.
+    pub(crate) fn start(writer: &Connection, path: &Path) -> Result<Self, StoreError> {
+        writer.pragma_update(None, "wal_autocheckpoint", 0)?;
+        // A whole batch fits in the page cache, so a commit writes each
+        // page once instead of spilling half-built pages mid-transaction.
+        writer.pragma_update(None, "cache_size", -WRITER_CACHE_KIB)?;
+        writer.pragma_update(None, "journal_size_limit", WAL_KEEP_BYTES)?;
+        let conn = Connection::open(path)?;
+        schema::configure(&conn)?;
+        let (nudge, rx) = sync_channel::<()>(1);
+        let thread = std::thread::Builder::new()
+            .name("store-checkpoint".into())
+            .spawn(move || {
+                while rx.recv().is_ok() {
+                    if let Err(e) = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()))
+                    {
+                        tracing::warn!(error = %e, "background checkpoint failed");
+                    }
+                }
+            })
+            .map_err(|e| StoreError::Corrupt(format!("cannot start the checkpoint thread: {e}")))?;
+        let mut wal = path.as_os_str().to_owned();
+        wal.push("-wal");
+        Ok(Self {
+            nudge: Some(nudge),
+            thread: Some(thread),
+            wal: wal.into(),
+            since: 0,
+            last_nudge: std::time::Instant::now(),
+        })
+    }
+
+    /// Called after each commit with the bytes it wrote (estimated).
+    pub(crate) fn committed(&mut self, writer: &Connection, bytes: u64) {
+        self.since += bytes;
+        if self.since < CHECKPOINT_EVERY_BYTES {
+            return;
+        }
+        self.request();
+        let wal = std::fs::metadata(&self.wal).map_or(0, |m| m.len());
+        if wal > WAL_LIMIT_BYTES {
+            tracing::debug!(wal, "the WAL outgrew its limit; checkpointing on the writer");
+            if let Err(e) = writer.query_row("PRAGMA wal_checkpoint(RESTART)", [], |_| Ok(())) {
+                tracing::warn!(error = %e, "checkpoint failed");
+            }
+        }
+    }
+
+    /// Called when the writer has nothing queued.
+    pub(crate) fn idle(&mut self) {
+        if self.since >= IDLE_CHECKPOINT_BYTES
+            || (self.since > 0 && self.last_nudge.elapsed() >= IDLE_CHECKPOINT_EVERY)
+        {
+            self.request();
+        }
+    }
+
+    fn request(&mut self) {
+        self.since = 0;
+        self.last_nudge = std::time::Instant::now();
+        if let Some(nudge) = &self.nudge {
+            match nudge.try_send(()) {
+                // Full: a checkpoint is already due, which covers this one.
+                Ok(()) | Err(TrySendError::Full(())) => {}
+                Err(TrySendError::Disconnected(())) => self.nudge = None,
+            }
+        }
+    }
+
+    /// Stops the thread (after its current checkpoint).
+    pub(crate) fn stop(&mut self) {
+        self.nudge = None;
+        if let Some(t) = self.thread.take()
+            && t.join().is_err()
+        {
+            tracing::error!("the checkpoint thread panicked");
+        }
+    }
+}
