@@ -105,14 +105,16 @@ pub(crate) async fn read(
     let status = h.status();
     let max = spec.max_bytes.min(MAX_READ_BYTES);
     let end = h.shared.ends();
-    let start = h.shared.starts();
-    let mut trimmed = false;
-    let mut from = start;
     let keep = spec.keep.unwrap_or(match spec.from {
         ReadFrom::Start | ReadFrom::Cursor(_) => Keep::Head,
         ReadFrom::LastNs(_) | ReadFrom::ServerCursor | ReadFrom::Tail => Keep::Tail,
     });
+    // Everything up to `end` is committed after the barrier, and any trim
+    // that commit caused has moved the starts: read them only now.
     store.flush().await?;
+    let start = h.shared.starts();
+    let mut trimmed = false;
+    let mut from = start;
     match &spec.from {
         ReadFrom::Start => {}
         ReadFrom::Cursor(c) => {

@@ -722,6 +722,7 @@ impl Writer {
                 // Trim before answering, so a flush barrier sees the log
                 // within its limits.
                 self.enforce_retention();
+                self.shared.retained.store(self.usage.total(), Ordering::Relaxed);
                 for (msg, outcome) in batch.drain(..).zip(outcomes) {
                     answer(msg, outcome);
                 }
