@@ -16,41 +16,64 @@ fn dir() -> tempfile::TempDir {
     tempfile::Builder::new().prefix("pd").tempdir_in("/tmp").unwrap()
 }
 
-fn spawn_daemon(dir: &Path) -> (Child, PathBuf) {
+/// A `portald` child and the lines of its log, so tests wait on what the
+/// daemon reports ("listening", "reaped orphans") instead of polling.
+struct Daemon {
+    child: Child,
+    socket: PathBuf,
+    log: tokio::sync::mpsc::UnboundedReceiver<String>,
+}
+
+fn spawn_daemon(dir: &Path) -> Daemon {
     let socket = dir.join("s").join("portald.sock");
-    let child = Command::new(env!("CARGO_BIN_EXE_portald"))
+    let mut child = Command::new(env!("CARGO_BIN_EXE_portald"))
         .arg("--socket")
         .arg(&socket)
         .arg("--data-dir")
         .arg(dir.join("data"))
         .arg("--kill-grace-ms")
         .arg("500")
+        .arg("--log")
+        .arg("info,portald::server=debug")
         .stdin(Stdio::null())
         .stdout(Stdio::null())
-        .stderr(Stdio::inherit())
+        .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    (child, socket)
+    let (tx, log) = tokio::sync::mpsc::unbounded_channel();
+    let stderr = child.stderr.take().unwrap();
+    // Drains the log to the end (so the daemon never blocks on it), shows
+    // it in the test's output, and hands each line to the test.
+    std::thread::spawn(move || {
+        use std::io::BufRead as _;
+        for line in std::io::BufReader::new(stderr).lines().map_while(Result::ok) {
+            eprintln!("{line}");
+            let _ = tx.send(line);
+        }
+    });
+    Daemon { child, socket, log }
 }
 
-/// Connects, retrying while the daemon starts (the binary binds asynchronously
-/// from the test's point of view; this is the same bounded poll clients use).
-async fn connect(socket: &Path) -> Client {
-    let opts = portal_proto::launch::LaunchOptions {
-        socket: socket.to_path_buf(),
-        data_dir: None,
-        autostart: false,
-        timeout: BOUND,
-    };
-    let deadline = tokio::time::Instant::now() + BOUND;
-    loop {
-        match portal_proto::launch::connect_or_start(&opts).await {
-            Ok(c) => return c,
-            Err(e) if tokio::time::Instant::now() > deadline => {
-                panic!("daemon never answered: {e}")
+impl Daemon {
+    /// Waits, bounded, for a log line that satisfies `found`.
+    async fn wait_log(&mut self, what: &str, found: impl Fn(&str) -> bool) {
+        let seen = tokio::time::timeout(BOUND, async {
+            while let Some(line) = self.log.recv().await {
+                if found(&line) {
+                    return true;
+                }
             }
-            Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
-        }
+            false
+        })
+        .await;
+        assert_eq!(seen, Ok(true), "portald never logged {what}");
+    }
+
+    /// Connects once the daemon reports that it listens (connections made
+    /// before it serves wait in the socket's backlog).
+    async fn connect(&mut self) -> Client {
+        self.wait_log("that it listens", |l| l.contains("listening")).await;
+        Client::connect(&self.socket).await.unwrap()
     }
 }
 
@@ -77,8 +100,9 @@ fn is_dead(pid: u32) -> bool {
 #[tokio::test]
 async fn sigterm_stops_children_and_removes_the_socket() {
     let d = dir();
-    let (child, socket) = spawn_daemon(d.path());
-    let client = connect(&socket).await;
+    let mut daemon = spawn_daemon(d.path());
+    let client = daemon.connect().await;
+    let (child, socket) = (daemon.child, daemon.socket.clone());
     let mut rpc = client.rpc();
     let req = pb::StartRequest {
         command: "sleep".into(),
@@ -110,22 +134,22 @@ fn unsafe_free_kill(pid: u32, sig: &str) -> bool {
 #[tokio::test]
 async fn a_second_instance_exits_with_already_running() {
     let d = dir();
-    let (first, socket) = spawn_daemon(d.path());
-    connect(&socket).await;
-    let (second, _) = spawn_daemon(d.path());
-    let status = wait_child(second).await;
+    let mut first = spawn_daemon(d.path());
+    first.connect().await;
+    let second = spawn_daemon(d.path());
+    let status = wait_child(second.child).await;
     assert_eq!(status.code(), Some(portal_proto::launch::EXIT_ALREADY_RUNNING));
     // The first one still answers.
-    connect(&socket).await;
-    assert!(unsafe_free_kill(first.id(), "INT"));
-    assert!(wait_child(first).await.success());
+    Client::connect(&first.socket).await.unwrap();
+    assert!(unsafe_free_kill(first.child.id(), "INT"));
+    assert!(wait_child(first.child).await.success());
 }
 
 #[tokio::test]
 async fn orphans_of_managed_processes_are_reaped() {
     let d = dir();
-    let (child, socket) = spawn_daemon(d.path());
-    let client = connect(&socket).await;
+    let mut daemon = spawn_daemon(d.path());
+    let client = daemon.connect().await;
     let mut rpc = client.rpc();
     // The middle shell exits at once; its child is orphaned, reparented to
     // portald (a subreaper) and must not stay a zombie when it exits.
@@ -158,16 +182,17 @@ async fn orphans_of_managed_processes_are_reaped() {
     let text = String::from_utf8_lossy(&out);
     let orphan: u32 = text.lines().next().unwrap().trim().parse().unwrap();
     // The orphan held stdout, so EOF (and the exit event) came after it ended;
-    // reaping happens on its SIGCHLD, right after.
-    let deadline = std::time::Instant::now() + BOUND;
-    while std::fs::metadata(format!("/proc/{orphan}")).is_ok() {
-        assert!(std::time::Instant::now() < deadline, "orphan {orphan} was never reaped");
-        // Nothing Portal exposes reports a reaped orphan: poll /proc, bounded.
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    // portald reaps it on its SIGCHLD and says so in its log.
+    let pid = orphan.to_string();
+    daemon
+        .wait_log(&format!("reaping orphan {orphan}"), |l| {
+            l.contains("reaped orphans") && l.contains(&pid)
+        })
+        .await;
+    assert!(std::fs::metadata(format!("/proc/{orphan}")).is_err(), "orphan {orphan} is a zombie");
     assert!(text.contains("orphan-done"));
-    assert!(unsafe_free_kill(child.id(), "TERM"));
-    assert!(wait_child(child).await.success());
+    assert!(unsafe_free_kill(daemon.child.id(), "TERM"));
+    assert!(wait_child(daemon.child).await.success());
 }
 
 async fn follow_bytes(
@@ -199,8 +224,9 @@ async fn follow_bytes(
 #[tokio::test]
 async fn kill_9_mid_stream_leaves_a_consistent_prefix_and_lost_processes() {
     let d = dir();
-    let (child, socket) = spawn_daemon(d.path());
-    let client = connect(&socket).await;
+    let mut daemon = spawn_daemon(d.path());
+    let client = daemon.connect().await;
+    let child = daemon.child;
     let mut rpc = client.rpc();
     let start = |command: &str, args: &[&str], pty: bool| pb::StartRequest {
         command: command.into(),
@@ -242,8 +268,9 @@ async fn kill_9_mid_stream_leaves_a_consistent_prefix_and_lost_processes() {
     drop(stmt);
     drop(db);
     // A new daemon lists both as lost, with logs and the final screen.
-    let (child, socket) = spawn_daemon(d.path());
-    let client = connect(&socket).await;
+    let mut daemon = spawn_daemon(d.path());
+    let client = daemon.connect().await;
+    let child = daemon.child;
     let mut rpc = client.rpc();
     let list = rpc.list(pb::ListRequest {}).await.unwrap().into_inner();
     let statuses: Vec<_> = list.processes.iter().map(|p| (p.id, p.status())).collect();
@@ -281,8 +308,9 @@ async fn kill_9_mid_stream_leaves_a_consistent_prefix_and_lost_processes() {
 async fn another_user_is_refused_and_nothing_listens_on_the_network() {
     use std::os::unix::fs::PermissionsExt;
     let d = dir();
-    let (child, socket) = spawn_daemon(d.path());
-    connect(&socket).await;
+    let mut daemon = spawn_daemon(d.path());
+    daemon.connect().await;
+    let (child, socket) = (daemon.child, daemon.socket.clone());
     // No TCP or UDP sockets: every socket the daemon has open is a Unix one.
     let mut inet = Vec::new();
     for table in ["tcp", "tcp6", "udp", "udp6"] {
