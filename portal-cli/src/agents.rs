@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use clap::{Args, Subcommand, ValueEnum};
 use portal_proto::client::Client;
+use portal_proto::names;
 use portal_proto::v1 as pb;
 use serde_json::json;
 
@@ -51,36 +52,6 @@ impl State {
             Self::Exited => "exited",
             Self::Unknown => "unknown",
         }
-    }
-}
-
-fn state_name(s: pb::AgentState) -> &'static str {
-    match s {
-        pb::AgentState::Running => "running",
-        pb::AgentState::AwaitingInput => "awaiting_input",
-        pb::AgentState::Done => "done",
-        pb::AgentState::Idle => "idle",
-        pb::AgentState::Exited => "exited",
-        pb::AgentState::Unknown | pb::AgentState::Unspecified => "unknown",
-    }
-}
-
-fn source_name(s: pb::AgentSource) -> &'static str {
-    match s {
-        pb::AgentSource::Hook => "hook",
-        pb::AgentSource::Osc => "osc",
-        pb::AgentSource::Heuristic => "heuristic",
-        pb::AgentSource::Lifecycle | pb::AgentSource::Unspecified => "lifecycle",
-    }
-}
-
-fn outcome_name(o: pb::AgentWaitOutcome) -> &'static str {
-    match o {
-        pb::AgentWaitOutcome::Reached => "reached",
-        pb::AgentWaitOutcome::Timeout => "timeout",
-        pb::AgentWaitOutcome::Exited => "exited",
-        pb::AgentWaitOutcome::Vanished => "vanished",
-        pb::AgentWaitOutcome::Stopped | pb::AgentWaitOutcome::Unspecified => "stopped",
     }
 }
 
@@ -149,10 +120,10 @@ fn ms(d: Option<Duration>) -> u64 {
 
 fn agent_json(a: &pb::Agent) -> serde_json::Value {
     json!({
-        "id": a.id, "name": a.name, "kind": a.kind, "state": state_name(a.state()),
-        "source": source_name(a.source()), "exact": a.exact, "reason": a.reason, "event": a.event,
+        "id": a.id, "name": a.name, "kind": a.kind, "state": names::agent_state(a.state()),
+        "source": names::agent_source(a.source()), "exact": a.exact, "reason": a.reason, "event": a.event,
         "since_ns": a.since_ns, "age_ms": a.age_ms, "session_id": a.session_id, "pid": a.pid,
-        "process_status": fmt::status_name(a.process_status()),
+        "process_status": names::status(a.process_status()),
     })
 }
 
@@ -170,11 +141,12 @@ fn print_agents(r: &pb::AgentListResponse) {
                 pb::AgentState::Running => "36",
                 _ => "2",
             };
-            format!("\x1b[{code}m{:<15}\x1b[0m", state_name(a.state()))
+            format!("\x1b[{code}m{:<15}\x1b[0m", names::agent_state(a.state()))
         } else {
-            format!("{:<15}", state_name(a.state()))
+            format!("{:<15}", names::agent_state(a.state()))
         };
-        let source = format!("{}{}", source_name(a.source()), if a.exact { "" } else { "?" });
+        let source =
+            format!("{}{}", names::agent_source(a.source()), if a.exact { "" } else { "?" });
         println!(
             "{:>4}  {:<10} {state} {:<10} {:>6}  {}",
             a.id,
@@ -235,7 +207,7 @@ pub(crate) async fn agents(client: &Client, a: AgentsArgs) -> Outcome {
                 if a.out.json {
                     for t in &w.transitions {
                         print_json(
-                            &json!({"seq": t.seq, "id": t.id, "before": state_name(t.before()), "after": state_name(t.after()), "name": t.name, "reason": t.reason}),
+                            &json!({"seq": t.seq, "id": t.id, "before": names::agent_state(t.before()), "after": names::agent_state(t.after()), "name": t.name, "reason": t.reason}),
                         );
                     }
                 } else {
@@ -260,12 +232,12 @@ pub(crate) async fn agents(client: &Client, a: AgentsArgs) -> Outcome {
                 if any { reached.into_iter().any(|b| b) } else { reached.into_iter().all(|b| b) };
             if out.json {
                 print_json(
-                    &json!({"results": r.results.iter().map(|x| json!({"id": x.id, "outcome": outcome_name(x.outcome()), "agent": x.agent.as_ref().map(agent_json)})).collect::<Vec<_>>()}),
+                    &json!({"results": r.results.iter().map(|x| json!({"id": x.id, "outcome": names::agent_wait_outcome(x.outcome()), "agent": x.agent.as_ref().map(agent_json)})).collect::<Vec<_>>()}),
                 );
             } else {
                 for x in &r.results {
-                    let st = x.agent.as_ref().map_or("unknown", |a| state_name(a.state()));
-                    println!("{}: {} ({st})", x.id, outcome_name(x.outcome()));
+                    let st = x.agent.as_ref().map_or("unknown", |a| names::agent_state(a.state()));
+                    println!("{}: {} ({st})", x.id, names::agent_wait_outcome(x.outcome()));
                 }
             }
             if ok { Ok(()) } else { Err(Failure::Silent) }
@@ -283,7 +255,7 @@ pub(crate) async fn agents(client: &Client, a: AgentsArgs) -> Outcome {
             let r = rpc.agent_send(req).await?.into_inner();
             if out.json {
                 print_json(
-                    &json!({"results": r.results.iter().map(|x| json!({"id": x.id, "sent": x.sent, "deduplicated": x.deduplicated, "outcome": outcome_name(x.outcome()), "detail": x.detail})).collect::<Vec<_>>()}),
+                    &json!({"results": r.results.iter().map(|x| json!({"id": x.id, "sent": x.sent, "deduplicated": x.deduplicated, "outcome": names::agent_wait_outcome(x.outcome()), "detail": x.detail})).collect::<Vec<_>>()}),
                 );
             } else {
                 for x in &r.results {
@@ -291,7 +263,11 @@ pub(crate) async fn agents(client: &Client, a: AgentsArgs) -> Outcome {
                         (true, true) => "already sent (same key)".to_owned(),
                         (true, false) => "sent".to_owned(),
                         (false, _) => {
-                            format!("not sent: {} ({})", x.detail, outcome_name(x.outcome()))
+                            format!(
+                                "not sent: {} ({})",
+                                x.detail,
+                                names::agent_wait_outcome(x.outcome())
+                            )
                         }
                     };
                     println!("{}: {what}", x.id);

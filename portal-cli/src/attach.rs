@@ -10,6 +10,7 @@ use std::io::Write as _;
 
 use anyhow::Context as _;
 use portal_proto::client::Client;
+use portal_proto::names;
 use portal_proto::v1 as pb;
 use rustix::termios::{self, OptionalActions, Termios};
 use tokio::io::AsyncReadExt as _;
@@ -156,12 +157,7 @@ pub(crate) async fn attach(client: &Client, proc: &str) -> Outcome {
             Ok(())
         }
         End::Exited(p) => {
-            eprintln!(
-                "[process {} {}: {}]",
-                p.id,
-                fmt::status_name(p.status()),
-                fmt::exit_text(&p)
-            );
+            eprintln!("[process {} {}: {}]", p.id, names::status(p.status()), fmt::exit_text(&p));
             Ok(())
         }
         End::Lost => Err(anyhow::anyhow!("lost the connection to portald").into()),

@@ -4,21 +4,9 @@
 use std::io::IsTerminal as _;
 use std::time::Duration;
 
+use portal_proto::names;
 use portal_proto::v1 as pb;
 use serde_json::{Value, json};
-
-/// Lowercase status name.
-pub(crate) fn status_name(s: pb::Status) -> &'static str {
-    match s {
-        pb::Status::Running => "running",
-        pb::Status::Exited => "exited",
-        pb::Status::Killed => "killed",
-        pb::Status::TimedOut => "timed_out",
-        pb::Status::Stopped => "stopped",
-        pb::Status::Lost => "lost",
-        pb::Status::Unspecified => "unknown",
-    }
-}
 
 /// Whether to colour stdout: a terminal, and `NO_COLOR` unset.
 pub(crate) fn color() -> bool {
@@ -27,7 +15,7 @@ pub(crate) fn color() -> bool {
 
 /// A status, coloured for a terminal (padded to `width` first).
 pub(crate) fn status_cell(p: &pb::Process, width: usize) -> String {
-    let name = format!("{:<width$}", status_name(p.status()));
+    let name = format!("{:<width$}", names::status(p.status()));
     if !color() {
         return name;
     }
@@ -138,7 +126,7 @@ pub(crate) fn process_json(p: &pb::Process) -> Value {
         "name": (!p.name.is_empty()).then(|| p.name.clone()),
         "pid": p.pid,
         "mode": if p.mode() == pb::Mode::Pty { "pty" } else { "pipes" },
-        "status": status_name(p.status()),
+        "status": names::status(p.status()),
         "exit_code": p.exit_code,
         "exit_signal": p.exit_signal,
         "command": p.command,

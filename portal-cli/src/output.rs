@@ -8,6 +8,7 @@ use std::time::Duration;
 use anyhow::Context as _;
 use clap::{Args, ValueEnum};
 use portal_proto::client::Client;
+use portal_proto::names;
 use portal_proto::v1 as pb;
 use serde_json::json;
 
@@ -189,7 +190,7 @@ pub(crate) async fn read(client: &Client, a: ReadArgs) -> Outcome {
                     eprintln!(
                         "[process {} {}: {}]",
                         p.id,
-                        fmt::status_name(p.status()),
+                        names::status(p.status()),
                         fmt::exit_text(&p)
                     );
                 }
@@ -233,7 +234,7 @@ fn screen_json(s: &pb::ScreenSnapshot) -> serde_json::Value {
     let size = s.size.unwrap_or_default();
     json!({
         "id": s.id,
-        "status": fmt::status_name(s.status()),
+        "status": names::status(s.status()),
         "rows": size.rows,
         "cols": size.cols,
         "cursor": {"row": s.cursor_row, "col": s.cursor_col},
@@ -248,7 +249,7 @@ fn screen_text(s: &pb::ScreenSnapshot) -> String {
     let mut out = format!(
         "── process {} · {} · {}x{} · {} screen{} ──\n",
         s.id,
-        fmt::status_name(s.status()),
+        names::status(s.status()),
         size.rows,
         size.cols,
         if s.alternate_screen { "alternate" } else { "main" },

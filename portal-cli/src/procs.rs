@@ -8,6 +8,7 @@ use anyhow::Context as _;
 use bytes::Bytes;
 use clap::Args;
 use portal_proto::client::Client;
+use portal_proto::names;
 use portal_proto::v1 as pb;
 use serde_json::json;
 
@@ -221,7 +222,7 @@ pub(crate) async fn kill(client: &Client, proc: &str) -> Outcome {
         println!(
             "{} had already ended ({}, {})",
             p.id,
-            fmt::status_name(p.status()),
+            names::status(p.status()),
             fmt::exit_text(&p)
         );
     }

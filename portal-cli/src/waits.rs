@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use clap::Args;
 use portal_proto::client::Client;
+use portal_proto::names;
 use portal_proto::v1 as pb;
 use serde_json::json;
 
@@ -93,20 +94,6 @@ pub(crate) struct RunArgs {
     input: Vec<String>,
 }
 
-fn reason_name(r: pb::WaitReason) -> &'static str {
-    match r {
-        pb::WaitReason::Matched => "matched",
-        pb::WaitReason::Stopped => "stopped",
-        pb::WaitReason::Settled => "settled",
-        pb::WaitReason::ScreenStable => "screen_stable",
-        pb::WaitReason::Prompt => "prompt",
-        pb::WaitReason::Exited => "exited",
-        pb::WaitReason::ByteCap => "byte_cap",
-        pb::WaitReason::Timeout => "timeout",
-        pb::WaitReason::Unspecified => "unknown",
-    }
-}
-
 /// Whether the outcome is what was asked for.
 fn reached(r: &pb::WaitResponse, wanted_match: bool) -> bool {
     let ok = match r.reason() {
@@ -123,13 +110,13 @@ fn reached(r: &pb::WaitResponse, wanted_match: bool) -> bool {
 fn report(r: &pb::WaitResponse, out: JsonFlag, wanted_match: bool) -> Outcome {
     if out.json {
         print_json(&json!({
-            "reason": reason_name(r.reason()),
+            "reason": names::wait_reason(r.reason()),
             "matched": (!r.matched.is_empty()).then_some(&r.matched),
             "output": r.output,
             "bytes": r.bytes,
             "truncated": r.truncated,
             "next": r.next.as_ref().map(|c| c.offsets.iter().map(|o| json!({"stream": o.stream, "offset": o.offset})).collect::<Vec<_>>()),
-            "status": fmt::status_name(r.status()),
+            "status": names::status(r.status()),
             "exit_code": r.exit_code,
             "exit_signal": r.exit_signal,
             "command_exit_code": r.command_exit_code,
@@ -147,7 +134,7 @@ fn report(r: &pb::WaitResponse, out: JsonFlag, wanted_match: bool) -> Outcome {
                 println!("{line}");
             }
         }
-        let mut line = format!("[{}", reason_name(r.reason()));
+        let mut line = format!("[{}", names::wait_reason(r.reason()));
         if !r.matched.is_empty() {
             line.push_str(&format!(" {:?}", r.matched));
         }

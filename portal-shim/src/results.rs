@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
+use portal_proto::names;
 use portal_proto::v1 as pb;
 use schemars::JsonSchema;
 use serde::Serialize;
@@ -56,19 +57,6 @@ pub(crate) struct ProcessInfo {
     pub(crate) awaiting_secret: bool,
 }
 
-/// The lowercase status name.
-pub(crate) fn status_name(s: pb::Status) -> &'static str {
-    match s {
-        pb::Status::Running => "running",
-        pb::Status::Exited => "exited",
-        pb::Status::Killed => "killed",
-        pb::Status::TimedOut => "timed_out",
-        pb::Status::Stopped => "stopped",
-        pb::Status::Lost => "lost",
-        pb::Status::Unspecified => "unknown",
-    }
-}
-
 impl From<&pb::Process> for ProcessInfo {
     fn from(p: &pb::Process) -> Self {
         let bytes =
@@ -77,7 +65,7 @@ impl From<&pb::Process> for ProcessInfo {
             id: p.id,
             name: (!p.name.is_empty()).then(|| p.name.clone()),
             pid: p.pid,
-            status: status_name(p.status()).into(),
+            status: names::status(p.status()).into(),
             pty: p.mode() == pb::Mode::Pty,
             command: p.command.clone(),
             args: p.args.clone(),
@@ -443,7 +431,7 @@ pub(crate) fn records_text(records: &[pb::Record]) -> String {
 pub(crate) fn output(id: u64, resp: &pb::ReadResponse) -> Output {
     Output {
         id,
-        status: status_name(resp.status()).into(),
+        status: names::status(resp.status()).into(),
         output: records_text(&resp.records),
         bytes: resp.records.iter().map(|r| r.length).sum(),
         cursor: cursor_string(resp.next.as_ref()),
@@ -579,32 +567,17 @@ pub(crate) struct Waited {
     pub(crate) awaiting_secret: bool,
 }
 
-/// The lowercase reason name.
-pub(crate) fn reason_name(r: pb::WaitReason) -> &'static str {
-    match r {
-        pb::WaitReason::Matched => "matched",
-        pb::WaitReason::Stopped => "stopped",
-        pb::WaitReason::Settled => "settled",
-        pb::WaitReason::ScreenStable => "screen_stable",
-        pb::WaitReason::Prompt => "prompt",
-        pb::WaitReason::Exited => "exited",
-        pb::WaitReason::ByteCap => "byte_cap",
-        pb::WaitReason::Timeout => "timeout",
-        pb::WaitReason::Unspecified => "unknown",
-    }
-}
-
 impl Waited {
     /// From the daemon's answer.
     pub(crate) fn new(id: u64, r: pb::WaitResponse, snapshot: bool) -> Self {
         Self {
             id,
-            reason: reason_name(r.reason()).into(),
+            reason: names::wait_reason(r.reason()).into(),
             matched: (!r.matched.is_empty()).then(|| r.matched.clone()),
             bytes: r.bytes,
             truncated: r.truncated,
             cursor: cursor_string(r.next.as_ref()),
-            status: status_name(r.status()).into(),
+            status: names::status(r.status()).into(),
             exit_code: r.exit_code,
             exit_signal: r.exit_signal,
             command_exit_code: r.command_exit_code,
@@ -706,30 +679,13 @@ pub(crate) struct AgentInfo {
     pub(crate) session_id: String,
 }
 
-/// Snake-case agent state.
-pub(crate) fn agent_state_name(s: pb::AgentState) -> &'static str {
-    match s {
-        pb::AgentState::Running => "running",
-        pb::AgentState::AwaitingInput => "awaiting_input",
-        pb::AgentState::Done => "done",
-        pb::AgentState::Idle => "idle",
-        pb::AgentState::Exited => "exited",
-        pb::AgentState::Unknown | pb::AgentState::Unspecified => "unknown",
-    }
-}
-
 impl From<&pb::Agent> for AgentInfo {
     fn from(a: &pb::Agent) -> Self {
-        let source = match a.source() {
-            pb::AgentSource::Hook => "hook",
-            pb::AgentSource::Osc => "osc",
-            pb::AgentSource::Heuristic => "heuristic",
-            pb::AgentSource::Lifecycle | pb::AgentSource::Unspecified => "lifecycle",
-        };
+        let source = names::agent_source(a.source());
         Self {
             id: a.id,
             name: a.name.clone(),
-            state: agent_state_name(a.state()).into(),
+            state: names::agent_state(a.state()).into(),
             source: source.into(),
             exact: a.exact,
             reason: a.reason.clone(),
@@ -818,15 +774,4 @@ pub(crate) struct HookStatus {
     pub(crate) change: String,
     /// What the user still has to do.
     pub(crate) note: String,
-}
-
-/// Agent wait outcome name.
-pub(crate) fn outcome_name(o: pb::AgentWaitOutcome) -> &'static str {
-    match o {
-        pb::AgentWaitOutcome::Reached => "reached",
-        pb::AgentWaitOutcome::Timeout => "timeout",
-        pb::AgentWaitOutcome::Exited => "exited",
-        pb::AgentWaitOutcome::Vanished => "vanished",
-        pb::AgentWaitOutcome::Stopped | pb::AgentWaitOutcome::Unspecified => "stopped",
-    }
 }

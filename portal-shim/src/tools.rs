@@ -6,6 +6,7 @@
 use std::sync::Arc;
 
 use bytes::Bytes;
+use portal_proto::names;
 use portal_proto::v1 as pb;
 use rmcp::ErrorData as McpError;
 use rmcp::model::{
@@ -585,7 +586,7 @@ impl Shim {
         let size = s.size.unwrap_or_default();
         let screen = Screen {
             id: s.id,
-            status: results::status_name(s.status()).into(),
+            status: names::status(s.status()).into(),
             buffer: if s.alternate_screen { "alternate" } else { "primary" }.into(),
             cols: size.cols,
             rows: size.rows,
@@ -741,8 +742,8 @@ impl Shim {
                 seq: t.seq,
                 id: t.id,
                 name: t.name.clone(),
-                before: results::agent_state_name(t.before()).into(),
-                after: results::agent_state_name(t.after()).into(),
+                before: names::agent_state(t.before()).into(),
+                after: names::agent_state(t.after()).into(),
                 reason: t.reason.clone(),
             })
             .collect();
@@ -778,12 +779,8 @@ impl Shim {
             .iter()
             .map(|x| AgentOutcome {
                 id: x.id,
-                outcome: results::outcome_name(x.outcome()).into(),
-                state: x
-                    .agent
-                    .as_ref()
-                    .map_or("unknown", |g| results::agent_state_name(g.state()))
-                    .into(),
+                outcome: names::agent_wait_outcome(x.outcome()).into(),
+                state: x.agent.as_ref().map_or("unknown", |g| names::agent_state(g.state())).into(),
                 sent: None,
                 deduplicated: None,
                 detail: None,
@@ -817,7 +814,7 @@ impl Shim {
             .iter()
             .map(|x| AgentOutcome {
                 id: x.id,
-                outcome: results::outcome_name(x.outcome()).into(),
+                outcome: names::agent_wait_outcome(x.outcome()).into(),
                 state: String::new(),
                 sent: Some(x.sent),
                 deduplicated: Some(x.deduplicated),

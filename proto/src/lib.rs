@@ -6,9 +6,11 @@
 //!   socket with the protocol-version check.
 //! - [`launch`]: finding and auto-starting `portald` when nothing answers.
 //! - [`paths`]: where the socket, the database and the daemon log live.
+//! - [`names`]: the lowercase names clients show for the wire's enums.
 
 pub mod client;
 pub mod launch;
+pub mod names;
 pub mod osc3008;
 pub mod paths;
 

@@ -1,0 +1,71 @@
+//! The lowercase names clients show for the wire's enums (`timed_out`,
+//! `awaiting_input`, `screen_stable`…), the same in the CLI's tables and
+//! JSON and in the MCP shim's results.
+
+use crate::v1 as pb;
+
+/// A process status.
+#[must_use]
+pub fn status(s: pb::Status) -> &'static str {
+    match s {
+        pb::Status::Running => "running",
+        pb::Status::Exited => "exited",
+        pb::Status::Killed => "killed",
+        pb::Status::TimedOut => "timed_out",
+        pb::Status::Stopped => "stopped",
+        pb::Status::Lost => "lost",
+        pb::Status::Unspecified => "unknown",
+    }
+}
+
+/// Why a wait ended.
+#[must_use]
+pub fn wait_reason(r: pb::WaitReason) -> &'static str {
+    match r {
+        pb::WaitReason::Matched => "matched",
+        pb::WaitReason::Stopped => "stopped",
+        pb::WaitReason::Settled => "settled",
+        pb::WaitReason::ScreenStable => "screen_stable",
+        pb::WaitReason::Prompt => "prompt",
+        pb::WaitReason::Exited => "exited",
+        pb::WaitReason::ByteCap => "byte_cap",
+        pb::WaitReason::Timeout => "timeout",
+        pb::WaitReason::Unspecified => "unknown",
+    }
+}
+
+/// An agent state.
+#[must_use]
+pub fn agent_state(s: pb::AgentState) -> &'static str {
+    match s {
+        pb::AgentState::Running => "running",
+        pb::AgentState::AwaitingInput => "awaiting_input",
+        pb::AgentState::Done => "done",
+        pb::AgentState::Idle => "idle",
+        pb::AgentState::Exited => "exited",
+        pb::AgentState::Unknown | pb::AgentState::Unspecified => "unknown",
+    }
+}
+
+/// Where an agent state came from.
+#[must_use]
+pub fn agent_source(s: pb::AgentSource) -> &'static str {
+    match s {
+        pb::AgentSource::Hook => "hook",
+        pb::AgentSource::Osc => "osc",
+        pb::AgentSource::Heuristic => "heuristic",
+        pb::AgentSource::Lifecycle | pb::AgentSource::Unspecified => "lifecycle",
+    }
+}
+
+/// How one agent's wait ended.
+#[must_use]
+pub fn agent_wait_outcome(o: pb::AgentWaitOutcome) -> &'static str {
+    match o {
+        pb::AgentWaitOutcome::Reached => "reached",
+        pb::AgentWaitOutcome::Timeout => "timeout",
+        pb::AgentWaitOutcome::Exited => "exited",
+        pb::AgentWaitOutcome::Vanished => "vanished",
+        pb::AgentWaitOutcome::Stopped | pb::AgentWaitOutcome::Unspecified => "stopped",
+    }
+}
