@@ -12,11 +12,11 @@ use std::time::Duration;
 pub(crate) const READ_CHUNK_BYTES: usize = 64 << 10;
 
 /// Chunks in flight between a process's reader threads and its actor: at
-/// most 16 × 64 KiB = 1 MiB per process (a PTY read is about 4 KiB, so
-/// usually 64 KiB), which keeps a hundred busy programs within tens of
-/// MiB. When full the reader blocks, the kernel buffer fills and the
-/// program blocks on write (backpressure, no loss); the actor merges what
-/// queued, so a short queue costs no throughput.
+/// most 16 × 64 KiB = 1 MiB per process, which keeps a hundred busy
+/// programs within tens of MiB. Readers merge what is ready into chunks of
+/// up to 64 KiB, so a short queue still holds a lot under bulk output. When
+/// full the reader blocks, the kernel buffer fills and the program blocks
+/// on write (backpressure, no loss).
 pub(crate) const OUTPUT_QUEUE_CHUNKS: usize = 16;
 
 /// Requests queued to one actor. Callers wait when it is full, which only

@@ -163,6 +163,27 @@ pub(crate) struct AgentRecord {
     pub(crate) is_agent: bool,
 }
 
+impl AgentRecord {
+    /// The record of a PTY process no agent has spoken for yet.
+    fn new(id: ProcId, since_ns: i64, since_mono_ns: i64) -> Self {
+        Self {
+            id,
+            name: None,
+            kind: None,
+            state: AgentState::Unknown,
+            source: Source::Lifecycle,
+            exact: true,
+            reason: None,
+            event: None,
+            session_id: None,
+            pid: None,
+            since_ns,
+            since_mono_ns,
+            is_agent: false,
+        }
+    }
+}
+
 /// A signal about an agent.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum AgentEvent {
@@ -392,21 +413,7 @@ impl Agents {
     /// Adds the record of a new PTY process.
     pub(crate) fn register(&self, id: ProcId) {
         let (wall, mono) = now();
-        let record = AgentRecord {
-            id,
-            name: None,
-            kind: None,
-            state: AgentState::Unknown,
-            source: Source::Lifecycle,
-            exact: true,
-            reason: None,
-            event: None,
-            session_id: None,
-            pid: None,
-            since_ns: wall,
-            since_mono_ns: mono,
-            is_agent: false,
-        };
+        let record = AgentRecord::new(id, wall, mono);
         self.lock().entries.insert(id, Entry { record, instance: Instance::default() });
     }
 
@@ -621,22 +628,7 @@ mod tests {
     use super::*;
 
     fn record() -> (AgentRecord, Instance) {
-        let rec = AgentRecord {
-            id: ProcId(1),
-            name: None,
-            kind: None,
-            state: AgentState::Unknown,
-            source: Source::Lifecycle,
-            exact: true,
-            reason: None,
-            event: None,
-            session_id: None,
-            pid: None,
-            since_ns: 0,
-            since_mono_ns: 0,
-            is_agent: false,
-        };
-        (rec, Instance::default())
+        (AgentRecord::new(ProcId(1), 0, 0), Instance::default())
     }
 
     fn report(state: AgentState, reason: Option<&str>) -> AgentEvent {

@@ -162,55 +162,6 @@ pub(crate) fn start(parts: ActorParts, tracker: &TaskTracker) -> Result<ProcHand
     Ok(handle)
 }
 
-/// Takes the output already queued behind `data` (without waiting) and
-/// merges consecutive pieces of one stream into records of up to
-/// [`MAX_RECORD_BYTES`]. A PTY read returns about 4 KiB, so under bulk
-/// output this turns many records (log rows, broadcasts, screen feeds) into
-/// one, and adds no latency: only what is already there is merged. Returns
-/// the records in order, and whether an end of stream stopped the merge.
-fn coalesce(
-    stream: StreamId,
-    data: Bytes,
-    output: &mut mpsc::Receiver<OutputEvent>,
-) -> (Vec<(StreamId, Bytes)>, bool) {
-    let mut groups: Vec<(StreamId, usize, Vec<Bytes>)> = Vec::new();
-    let mut next = Some((stream, data));
-    let mut total = 0;
-    let mut eof = false;
-    while let Some((s, d)) = next.take() {
-        total += d.len();
-        match groups.last_mut() {
-            Some((last, len, parts)) if *last == s && *len + d.len() <= MAX_RECORD_BYTES => {
-                *len += d.len();
-                parts.push(d);
-            }
-            _ => groups.push((s, d.len(), vec![d])),
-        }
-        if total < MAX_RECORD_BYTES {
-            match output.try_recv() {
-                Ok(OutputEvent::Data(s, d)) => next = Some((s, d)),
-                Ok(OutputEvent::Eof) => eof = true,
-                // Empty, or closed (the next recv sees that).
-                Err(_) => {}
-            }
-        }
-    }
-    let records = groups
-        .into_iter()
-        .map(|(s, len, mut parts)| {
-            if parts.len() == 1 {
-                return (s, parts.pop().unwrap_or_default());
-            }
-            let mut buf = bytes::BytesMut::with_capacity(len);
-            for p in parts {
-                buf.extend_from_slice(&p);
-            }
-            (s, buf.freeze())
-        })
-        .collect();
-    (records, eof)
-}
-
 /// What the supervisor of an actor needs if the actor panics.
 struct Supervision {
     id: super::ProcId,
@@ -315,15 +266,7 @@ impl ProcActor {
             tokio::select! {
                 biased;
                 ev = output.recv(), if self.open_streams > 0 => match ev {
-                    Some(OutputEvent::Data(stream, data)) => {
-                        let (batch, eof) = coalesce(stream, data, &mut output);
-                        for (stream, data) in batch {
-                            self.on_output(stream, data).await;
-                        }
-                        if eof {
-                            self.open_streams -= 1;
-                        }
-                    }
+                    Some(OutputEvent::Data(stream, data)) => self.on_output(stream, data).await,
                     Some(OutputEvent::Eof) => self.open_streams -= 1,
                     None => self.open_streams = 0,
                 },

@@ -35,9 +35,6 @@ pub(crate) const IDLE_CHECKPOINT_BYTES: u64 = 8 << 20;
 /// Quiet writes (a few rows now and then) are folded in at most this often.
 pub(crate) const IDLE_CHECKPOINT_EVERY: std::time::Duration = std::time::Duration::from_secs(10);
 
-/// Page cache of the writer connection: twice the largest batch.
-pub(crate) const WRITER_CACHE_KIB: i64 = 8 << 10;
-
 /// WAL size at which the writer checkpoints itself.
 pub(crate) const WAL_LIMIT_BYTES: u64 = 512 << 20;
 
@@ -60,9 +57,6 @@ impl Checkpointer {
     /// Configures the writer connection and starts the checkpoint thread.
     pub(crate) fn start(writer: &Connection, path: &Path) -> Result<Self, StoreError> {
         writer.pragma_update(None, "wal_autocheckpoint", 0)?;
-        // A whole batch fits in the page cache, so a commit writes each
-        // page once instead of spilling half-built pages mid-transaction.
-        writer.pragma_update(None, "cache_size", -WRITER_CACHE_KIB)?;
         writer.pragma_update(None, "journal_size_limit", WAL_KEEP_BYTES)?;
         let conn = Connection::open(path)?;
         schema::configure(&conn)?;

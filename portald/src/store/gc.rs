@@ -28,13 +28,12 @@ pub(crate) const GC_STEP_ROWS: i64 = 64;
 pub(crate) struct Garbage(BTreeMap<ProcId, [u64; 3]>);
 
 impl Garbage {
-    /// Finds what an earlier daemon left to delete.
-    pub(crate) fn load(conn: &Connection) -> Result<Self, StoreError> {
+    /// Finds what an earlier daemon left to delete, given the processes
+    /// stored (`procs`).
+    pub(crate) fn find(conn: &Connection, procs: &[super::StoredProc]) -> Result<Self, StoreError> {
         let mut g = Self::default();
-        let mut owners = std::collections::HashMap::new();
-        for p in super::load_procs(conn)? {
-            owners.insert(p.id, p.starts);
-        }
+        let owners: std::collections::HashMap<ProcId, [u64; 3]> =
+            procs.iter().map(|p| (p.id, p.starts)).collect();
         let mut next_owner =
             conn.prepare("SELECT proc_id FROM chunks WHERE proc_id > ?1 ORDER BY proc_id LIMIT 1")?;
         let mut below = conn.prepare(
@@ -138,7 +137,7 @@ mod tests {
             }
         }
         // Process 1 keeps offsets from 100; process 2 has no row at all.
-        let mut g = Garbage::load(&conn).unwrap();
+        let mut g = Garbage::find(&conn, &super::super::load_procs(&conn).unwrap()).unwrap();
         assert_eq!(g.0.get(&ProcId(1)), Some(&[0, 100, 0]));
         assert_eq!(g.0.get(&ProcId(2)), Some(&[u64::MAX; 3]));
         let mut steps = 0;
@@ -155,6 +154,8 @@ mod tests {
             .collect::<Result<_, _>>()
             .unwrap();
         assert_eq!(left, vec![(1, 100)]);
-        assert!(Garbage::load(&conn).unwrap().is_empty());
+        assert!(
+            Garbage::find(&conn, &super::super::load_procs(&conn).unwrap()).unwrap().is_empty()
+        );
     }
 }

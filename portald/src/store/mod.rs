@@ -45,6 +45,9 @@ use retention::Usage;
 /// only as a backstop).
 const STORE_QUEUE_MESSAGES: usize = 16 * 1024;
 
+/// Page cache of the writer connection: twice the largest batch.
+const WRITER_CACHE_KIB: i64 = 8 << 10;
+
 /// Page size of a new database. Output chunks are up to 64 KiB: in 4 KiB
 /// pages each becomes a chain of 16 overflow pages, each its own WAL frame
 /// and write, and SQLite tops out near 350 MB/s here; in 64 KiB pages (the
@@ -314,6 +317,9 @@ impl Store {
         conn.pragma_update(None, "page_size", PAGE_SIZE)?;
         schema::migrate(&mut conn).map_err(|e| open_err(e.to_string()))?;
         let page_size: i64 = conn.pragma_query_value(None, "page_size", |r| r.get(0))?;
+        // A whole batch fits in the page cache, so a commit writes each
+        // page once instead of spilling half-built pages mid-transaction.
+        conn.pragma_update(None, "cache_size", -WRITER_CACHE_KIB)?;
         let checkpoint = Checkpointer::start(&conn, path)?;
         if let Some(max) = retention.max_db_bytes {
             let pages = i64::try_from(max).unwrap_or(i64::MAX) / page_size.max(1);
@@ -322,11 +328,12 @@ impl Store {
         // Processes that were running when a previous daemon died have no
         // owner now; their fate is unknown.
         conn.execute("UPDATE processes SET status = 'lost' WHERE status = 'running'", [])?;
-        let usage = Usage::load(&conn, retention)?;
+        let procs = load_procs(&conn)?;
+        let usage = Usage::new(&procs, retention);
         let shared = Arc::new(WriterShared::default());
         shared.retained.store(usage.total(), Ordering::Relaxed);
         let page_size = u64::try_from(page_size).unwrap_or(4096);
-        let garbage = Garbage::load(&conn)?;
+        let garbage = Garbage::find(&conn, &procs)?;
         let w = Writer { conn, usage, garbage, shared: Arc::clone(&shared), checkpoint, page_size };
         let (tx, rx) = mpsc::channel(STORE_QUEUE_MESSAGES);
         let thread = std::thread::Builder::new()
@@ -502,6 +509,7 @@ fn writer(mut w: Writer, mut rx: mpsc::Receiver<Msg>) {
     while let Some(first) = rx.blocking_recv() {
         let mut bytes = first.bytes();
         closing |= matches!(first, Msg::Close);
+        let mut awaited = first.awaited();
         batch.push(first);
         // Output is streaming in when the last commit was just now: then,
         // while nobody waits on the batch, let more arrive so one commit
@@ -513,12 +521,13 @@ fn writer(mut w: Writer, mut rx: mpsc::Receiver<Msg>) {
                 Ok(m) => {
                     bytes += m.bytes();
                     closing |= matches!(m, Msg::Close);
+                    awaited |= m.awaited();
                     batch.push(m);
                 }
                 Err(_)
                     if bytes < LINGER_BYTES
-                        && linger_until.is_some_and(|t| std::time::Instant::now() < t)
-                        && !batch.iter().any(Msg::awaited) =>
+                        && !awaited
+                        && linger_until.is_some_and(|t| std::time::Instant::now() < t) =>
                 {
                     #[allow(
                         clippy::disallowed_methods,
@@ -747,7 +756,6 @@ impl Writer {
                 }
             }
         }
-        self.shared.retained.store(self.usage.total(), Ordering::Relaxed);
     }
 
     /// Updates the accounting for a committed message.

@@ -21,7 +21,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use rusqlite::{Connection, OptionalExtension, Transaction, params};
+use rusqlite::{OptionalExtension, Transaction, params};
 
 use super::{StoreError, to_i64};
 use crate::proc::{Chunk, ProcId, StreamId};
@@ -72,16 +72,16 @@ pub(crate) struct Usage {
 type Cut = (ProcId, u64);
 
 impl Usage {
-    /// Reads retained spans from the database.
-    pub(crate) fn load(conn: &Connection, limits: Retention) -> Result<Self, StoreError> {
+    /// The retained spans of the processes stored at open.
+    pub(crate) fn new(procs: &[super::StoredProc], limits: Retention) -> Self {
         let mut usage = Self { procs: BTreeMap::new(), total: 0, limits, dirty: BTreeSet::new() };
-        for p in super::load_procs(conn)? {
+        for p in procs {
             let spans = [0, 1, 2].map(|i| Span { start: p.starts[i], end: p.ends[i] });
             usage.total += spans.iter().map(|s| s.len()).sum::<u64>();
             usage.procs.insert(p.id, spans);
             usage.dirty.insert(p.id);
         }
-        Ok(usage)
+        usage
     }
 
     /// Bytes retained in total.

@@ -511,34 +511,21 @@ async fn rtt(d: &Daemon, sizes: &Sizes, rows: &mut Vec<Row>) -> anyhow::Result<(
     let mut shim = shim_times;
     shim.sort_by(f64::total_cmp);
     let (raw50, raw99) = (percentile(&raw, 0.5), percentile(&raw, 0.99));
-    rows.push(row(
-        "round trip via gRPC Run, median",
-        percentile(&grpc, 0.5),
-        Some(raw50),
-        "ms",
-        Some(Target::MaxOverRaw(0.25)),
-    ));
-    rows.push(row(
-        "round trip via gRPC Run, p99",
-        percentile(&grpc, 0.99),
-        Some(raw99),
-        "ms",
-        None,
-    ));
-    rows.push(row(
-        "round trip via MCP process_run, median",
-        percentile(&shim, 0.5),
-        Some(raw50),
-        "ms",
-        Some(Target::Max(1.0)),
-    ));
-    rows.push(row(
-        "round trip via MCP process_run, p99",
-        percentile(&shim, 0.99),
-        Some(raw99),
-        "ms",
-        None,
-    ));
+    for (path, times, target) in [
+        ("gRPC Run", &grpc, Target::MaxOverRaw(0.25)),
+        ("MCP process_run", &shim, Target::Max(1.0)),
+    ] {
+        let median = percentile(times, 0.5);
+        rows.push(row(
+            format!("round trip via {path}, median"),
+            median,
+            Some(raw50),
+            "ms",
+            Some(target),
+        ));
+        let p99 = percentile(times, 0.99);
+        rows.push(row(format!("round trip via {path}, p99"), p99, Some(raw99), "ms", None));
+    }
     Ok(())
 }
 
