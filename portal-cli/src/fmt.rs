@@ -140,6 +140,8 @@ pub(crate) fn process_json(p: &pb::Process) -> Value {
         "ended_at_ns": p.ended_at_ns,
         "stdin_closed": p.stdin_closed,
         "awaiting_secret": p.awaiting_secret,
+        "input_state": names::input_state(p.input_state()),
+        "input_source": names::input_source(p.input_source()),
         "streams": streams,
     })
 }

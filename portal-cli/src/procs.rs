@@ -36,6 +36,14 @@ pub(crate) struct StartArgs {
     /// Terminal size, rows x columns (with --pty) [default: 24x80].
     #[arg(long, value_parser = fmt::parse_size)]
     size: Option<pb::TermSize>,
+    /// Then wait, from its first byte: `input` (until it waits for input),
+    /// `exit` (a one-shot command: print its output, exit with its status),
+    /// or a text to wait for.
+    #[arg(long, value_name = "input|exit|TEXT")]
+    wait: Option<String>,
+    /// Timeout of --wait [default: 30s].
+    #[arg(long, value_parser = fmt::parse_duration, requires = "wait")]
+    wait_timeout: Option<Duration>,
     #[command(flatten)]
     out: JsonFlag,
     /// The program and its arguments, after `--`.
@@ -62,20 +70,26 @@ pub(crate) async fn ps(client: &Client, all: bool, out: JsonFlag) -> Outcome {
         return Ok(());
     }
     println!(
-        "{:>4}  {:<12} {:>7}  {:<5}  {:<9}  {:<7}  {:>5}  {:>7}  COMMAND",
-        "ID", "NAME", "PID", "MODE", "STATUS", "EXIT", "IDLE", "BYTES"
+        "{:>4}  {:<12} {:>7}  {:<5}  {:<9}  {:<15}  {:<7}  {:>5}  {:>7}  COMMAND",
+        "ID", "NAME", "PID", "MODE", "STATUS", "STATE", "EXIT", "IDLE", "BYTES"
     );
     for p in shown {
         let name =
             if p.name.is_empty() { "-".to_owned() } else { p.name.chars().take(12).collect() };
         let mode = if p.mode() == pb::Mode::Pty { "pty" } else { "pipes" };
+        // A heuristic state is a guess: marked with `?`.
+        let mut state = names::input_state(p.input_state()).to_owned();
+        if p.input_source() == pb::InputSource::Heuristic {
+            state.push('?');
+        }
         println!(
-            "{:>4}  {:<12} {:>7}  {:<5}  {}  {:<7}  {:>5}  {:>7}  {}",
+            "{:>4}  {:<12} {:>7}  {:<5}  {}  {:<15}  {:<7}  {:>5}  {:>7}  {}",
             p.id,
             name,
             p.pid,
             mode,
             fmt::status_cell(p, 9),
+            state,
             fmt::exit_text(p),
             fmt::short_duration(p.idle_ms),
             fmt::short_bytes(fmt::output_bytes(p)),
@@ -113,13 +127,41 @@ pub(crate) async fn start(client: &Client, a: StartArgs) -> Outcome {
         mode: if a.pty { pb::Mode::Pty } else { pb::Mode::Pipes }.into(),
         size: a.size,
     };
-    let p = client.rpc().start(req).await?.into_inner();
-    if a.out.json {
-        print_json(&fmt::process_json(&p));
-    } else {
-        println!("started {} (pid {}): {}", p.id, p.pid, fmt::command_line(&p, 80));
+    if a.wait.as_deref() == Some("") {
+        return Err(anyhow::anyhow!("--wait is empty: give input, exit or a text").into());
     }
-    Ok(())
+    let p = client.rpc().start(req).await?.into_inner();
+    let started = format!("started {} (pid {}): {}", p.id, p.pid, fmt::command_line(&p, 80));
+    match (a.out.json, &a.wait) {
+        (true, None) => print_json(&fmt::process_json(&p)),
+        (false, None) => println!("{started}"),
+        // The wait's output goes to stdout: keep it clean.
+        (_, Some(_)) => eprintln!("{started}"),
+    }
+    let Some(wait) = a.wait else { return Ok(()) };
+    let mut until = pb::WaitCondition {
+        timeout_ms: a.wait_timeout.map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
+        ..pb::WaitCondition::default()
+    };
+    match wait.as_str() {
+        "input" => until.input = Some(true),
+        "exit" => until.input = Some(false),
+        text => until.needle = text.to_owned(),
+    }
+    // Nobody has read the new process: a wait without a cursor starts at
+    // its first byte.
+    let req = pb::WaitRequest {
+        proc: proc_ref(&p.id.to_string()),
+        until: Some(until),
+        ..Default::default()
+    };
+    let r = client.rpc().wait(req).await?.into_inner();
+    let wanted_match = !matches!(wait.as_str(), "input" | "exit");
+    let outcome = crate::waits::report(&r, a.out, wanted_match);
+    if wait == "exit" && r.reason() == pb::WaitReason::Exited && r.exit_code != Some(0) {
+        return Err(crate::Failure::Silent);
+    }
+    outcome
 }
 
 async fn inspect_proc(client: &Client, proc: &str) -> Result<pb::Process, tonic::Status> {

@@ -44,6 +44,14 @@ pub(crate) struct UntilArgs {
     /// Also print the rendered screen.
     #[arg(long)]
     snapshot: bool,
+    /// Also end when the program waits for input (implied without --match,
+    /// --settle or --screen-stable).
+    #[arg(long = "on-input")]
+    on_input: bool,
+    /// On the alternate screen (vim, less), print the output stream rather
+    /// than the rendered screen.
+    #[arg(long)]
+    raw_output: bool,
 }
 
 impl UntilArgs {
@@ -59,6 +67,8 @@ impl UntilArgs {
             max_bytes: self.max_bytes.unwrap_or(0),
             timeout_ms: self.timeout.map_or(0, ms),
             snapshot: self.snapshot,
+            input: self.on_input.then_some(true),
+            raw_output: self.raw_output,
         }
     }
 }
@@ -100,14 +110,16 @@ fn reached(r: &pb::WaitResponse, wanted_match: bool) -> bool {
         pb::WaitReason::Matched
         | pb::WaitReason::Settled
         | pb::WaitReason::ScreenStable
-        | pb::WaitReason::Prompt => true,
+        | pb::WaitReason::Prompt
+        | pb::WaitReason::InputRequested
+        | pb::WaitReason::AwaitingSecret => true,
         pb::WaitReason::Exited => !wanted_match,
         _ => false,
     };
     ok && r.command_exit_code.is_none_or(|c| c == 0)
 }
 
-fn report(r: &pb::WaitResponse, out: JsonFlag, wanted_match: bool) -> Outcome {
+pub(crate) fn report(r: &pb::WaitResponse, out: JsonFlag, wanted_match: bool) -> Outcome {
     if out.json {
         print_json(&json!({
             "reason": names::wait_reason(r.reason()),
@@ -120,6 +132,10 @@ fn report(r: &pb::WaitResponse, out: JsonFlag, wanted_match: bool) -> Outcome {
             "exit_code": r.exit_code,
             "exit_signal": r.exit_signal,
             "command_exit_code": r.command_exit_code,
+            "prompt": (!r.prompt.is_empty()).then_some(&r.prompt),
+            "input_state": names::input_state(r.input_state()),
+            "input_source": names::input_source(r.input_source()),
+            "output_is_screen": r.output_is_screen,
             "alternate_screen": r.alternate_screen,
             "screen": r.screen,
             "effective_timeout_ms": r.effective_timeout_ms,
@@ -138,6 +154,14 @@ fn report(r: &pb::WaitResponse, out: JsonFlag, wanted_match: bool) -> Outcome {
         if !r.matched.is_empty() {
             line.push_str(&format!(" {:?}", r.matched));
         }
+        if !r.prompt.is_empty() {
+            line.push_str(&format!(" {:?}", r.prompt));
+        }
+        match (r.reason(), r.exit_code, r.exit_signal) {
+            (pb::WaitReason::Exited, Some(c), _) => line.push_str(&format!(", exit {c}")),
+            (pb::WaitReason::Exited, None, Some(s)) => line.push_str(&format!(", signal {s}")),
+            _ => {}
+        }
         if let Some(c) = r.command_exit_code {
             line.push_str(&format!(", command exit {c}"));
         }
@@ -149,6 +173,9 @@ fn report(r: &pb::WaitResponse, out: JsonFlag, wanted_match: bool) -> Outcome {
             ));
         }
         eprintln!("{line}");
+        if r.reason() == pb::WaitReason::AwaitingSecret {
+            eprintln!("it asks for a secret: type it with `portal-cli secret <id>`");
+        }
     }
     if reached(r, wanted_match) { Ok(()) } else { Err(Failure::Silent) }
 }

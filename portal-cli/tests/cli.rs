@@ -298,7 +298,7 @@ async fn wait_run_and_send_keys() {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let o = cli(&s, &["run", &id, "--", "print(6*7)"]).await;
     assert_eq!(ok(&o), "42\n");
-    assert!(String::from_utf8_lossy(&o.stderr).starts_with("[prompt"));
+    assert!(String::from_utf8_lossy(&o.stderr).starts_with("[input_requested \">>> \""));
     let o = cli(&s, &["wait", &id, "--match", "never", "--timeout", "300ms", "--json"]).await;
     assert_eq!(o.status.code(), Some(1));
     let v: Value = serde_json::from_str(&stdout(&o)).unwrap();

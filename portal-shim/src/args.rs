@@ -41,6 +41,15 @@ pub(crate) struct StartArgs {
     /// PTY columns (default 80).
     #[serde(default)]
     pub(crate) cols: Option<u32>,
+    /// Wait in the same call: "input" (until it waits for input, e.g. a
+    /// REPL's first prompt), "exit" (a one-shot command: its output and exit
+    /// code), or a text to wait for. The output is returned from its first
+    /// byte.
+    #[serde(default)]
+    pub(crate) wait: Option<String>,
+    /// Timeout of `wait` in ms (default 30000, at most about 50 s).
+    #[serde(default)]
+    pub(crate) wait_timeout_ms: Option<u64>,
 }
 
 /// Which output to read.
@@ -250,8 +259,8 @@ pub(crate) struct Until {
     /// Patterns that end the wait early as a failure, e.g. ["error:", "Password:"].
     #[serde(default)]
     pub(crate) stop: Vec<String>,
-    /// End once no output arrived for this many ms (default 750 when no
-    /// pattern is given). "Stopped printing", not "succeeded".
+    /// End once no output arrived for this many ms. "Stopped printing", not
+    /// "succeeded": a busy program can be quiet.
     #[serde(default)]
     pub(crate) settle_ms: Option<u32>,
     /// End once the rendered screen stayed unchanged for settle_ms (TUIs
@@ -270,6 +279,15 @@ pub(crate) struct Until {
     /// Include the rendered screen in the result.
     #[serde(default = "default_false")]
     pub(crate) snapshot: bool,
+    /// Also end when the program waits for input (input_requested). Default:
+    /// true when no pattern, settle_ms or screen_stable is given; false with
+    /// nothing else waits for the exit.
+    #[serde(default)]
+    pub(crate) input: Option<bool>,
+    /// On a full-screen program, return the output stream instead of the
+    /// rendered screen.
+    #[serde(default = "default_false")]
+    pub(crate) raw_output: bool,
 }
 
 /// Arguments of `process_wait`.
@@ -278,8 +296,9 @@ pub(crate) struct Until {
 pub(crate) struct WaitArgs {
     /// Process id.
     pub(crate) id: u64,
-    /// Start from this cursor (from an earlier read or wait); default: now,
-    /// so only output after this call counts.
+    /// Start from this cursor (from an earlier read or wait); default: where
+    /// the last process_read_new, process_wait or process_run stopped (the
+    /// start of output if nothing was read yet), which this call then moves.
     #[serde(default)]
     pub(crate) cursor: Option<String>,
     /// Which output to watch.

@@ -55,6 +55,12 @@ pub(crate) struct ProcessInfo {
     /// It waits for a password or passphrase (echo off). Do not type it:
     /// ask the person to run `portal-cli secret <id>`.
     pub(crate) awaiting_secret: bool,
+    /// running (working or printing), awaiting_input (blocked reading its
+    /// input: type the next command), awaiting_secret, idle (quiet, not
+    /// reading input: a timer, the network), exited, or unknown.
+    pub(crate) input_state: String,
+    /// What decided input_state: kernel (exact) or heuristic (a guess).
+    pub(crate) input_source: String,
 }
 
 impl From<&pb::Process> for ProcessInfo {
@@ -83,6 +89,8 @@ impl From<&pb::Process> for ProcessInfo {
             io_count: p.streams.iter().map(|s| s.chunks).sum(),
             started_at_ms: p.started_at_ns / 1_000_000,
             awaiting_secret: p.awaiting_secret,
+            input_state: names::input_state(p.input_state()).into(),
+            input_source: names::input_source(p.input_source()).into(),
         }
     }
 }
@@ -103,6 +111,10 @@ impl ProcessInfo {
 pub(crate) struct Started {
     /// The new process.
     pub(crate) process: ProcessInfo,
+    /// Where its output begins: a cursor for process_read or process_wait.
+    pub(crate) cursor: String,
+    /// The outcome of `wait`, when one was asked for.
+    pub(crate) wait: Option<Waited>,
 }
 
 /// `process_list` result.
@@ -263,7 +275,7 @@ pub(crate) fn list_text(list: &[ProcessInfo]) -> String {
         return "No managed processes.".into();
     }
     let mut out = String::from(
-        "ID | OS_PID | STATUS    | EXIT      | MODE  | TIMEOUT_MS | INACTIVE_MS | BYTES    | COMMAND\n",
+        "ID | OS_PID | STATUS    | STATE           | EXIT      | MODE  | TIMEOUT_MS | INACTIVE_MS | BYTES    | COMMAND\n",
     );
     for p in list {
         let mode = if p.pty { "pty" } else { "pipes" };
@@ -279,10 +291,11 @@ pub(crate) fn list_text(list: &[ProcessInfo]) -> String {
         }
         let _ = writeln!(
             out,
-            "{:>2} | {:>6} | {:<9} | {:<9} | {:<5} | {:>10} | {:>11} | {:>8} | {command}",
+            "{:>2} | {:>6} | {:<9} | {:<15} | {:<9} | {:<5} | {:>10} | {:>11} | {:>8} | {command}",
             p.id,
             p.pid,
             p.status,
+            p.input_state,
             p.exit_text(),
             mode,
             p.timeout_ms,
@@ -301,6 +314,7 @@ pub(crate) fn inspect_text(p: &ProcessInfo) -> String {
     }
     let _ = writeln!(out, "  OS PID:     {}", p.pid);
     let _ = writeln!(out, "  Status:     {}", p.status);
+    let _ = writeln!(out, "  State:      {} (from the {})", p.input_state, p.input_source);
     let _ = writeln!(
         out,
         "  Mode:       {}",
@@ -527,15 +541,26 @@ mod tests {
 pub(crate) struct Waited {
     /// Process id.
     pub(crate) id: u64,
-    /// Why the wait ended: matched, stopped, settled, screen_stable, prompt,
-    /// exited, byte_cap or timeout. A timeout is not a failure: call again
-    /// with `cursor`.
+    /// Why the wait ended: input_requested (the program waits for input:
+    /// `prompt` shows what it asks), awaiting_secret (a password: hand over),
+    /// prompt (a Portal bash finished the command), matched, stopped,
+    /// settled, screen_stable, exited, byte_cap or timeout. A timeout is not
+    /// a failure: call again with `cursor`.
     pub(crate) reason: String,
+    /// The line the program shows while it waits for input (">>> ",
+    /// "name? ", "(y or n) "), not part of `output`.
+    pub(crate) prompt: Option<String>,
+    /// The program's state at the end: running, awaiting_input,
+    /// awaiting_secret, idle or exited.
+    pub(crate) input_state: String,
     /// The text that matched the pattern or stop pattern.
     pub(crate) matched: Option<String>,
-    /// New output as text (for process_run: without the echoed input and
-    /// the returning prompt).
+    /// New output as text (for process_run: without the echoed input; never
+    /// with the prompt). On a full-screen program (vim, less): its rendered
+    /// screen instead (`output_is_screen`).
     pub(crate) output: String,
+    /// `output` is the rendered screen of a full-screen program.
+    pub(crate) output_is_screen: bool,
     /// Bytes of raw output seen.
     pub(crate) bytes: u64,
     /// The output was cut to its newest part.
@@ -573,6 +598,9 @@ impl Waited {
         Self {
             id,
             reason: names::wait_reason(r.reason()).into(),
+            prompt: (!r.prompt.is_empty()).then(|| r.prompt.clone()),
+            input_state: names::input_state(r.input_state()).into(),
+            output_is_screen: r.output_is_screen,
             matched: (!r.matched.is_empty()).then(|| r.matched.clone()),
             bytes: r.bytes,
             truncated: r.truncated,
@@ -608,9 +636,18 @@ impl Waited {
                 out.push('\n');
             }
         }
+        if self.output_is_screen {
+            out.insert_str(0, "--- screen (full-screen program) ---\n");
+        }
+        if let Some(p) = &self.prompt {
+            let _ = writeln!(out, "{p}");
+        }
         let mut status = format!("[{}", self.reason);
         if let Some(m) = &self.matched {
             let _ = write!(status, " {m:?}");
+        }
+        if self.reason == "input_requested" {
+            status.push_str(": it waits for input; answer with process_run");
         }
         if let Some(code) = self.command_exit_code {
             let _ = write!(status, " · command exit {code}");
@@ -625,7 +662,7 @@ impl Waited {
             }
             _ => {}
         }
-        if self.alternate_screen {
+        if self.alternate_screen && !self.output_is_screen {
             status.push_str(" · full-screen program: use process_screen");
         }
         if self.awaiting_secret {

@@ -49,6 +49,10 @@ const MAX_READ_BYTES: u64 = 1 << 20;
 /// asked for progress): well inside clients' idle cut-offs.
 const PROGRESS_EVERY: std::time::Duration = std::time::Duration::from_secs(2);
 
+/// Longest output line a progress notification carries: a status line in a
+/// client's UI, not a log.
+const PROGRESS_LINE_CHARS: usize = 160;
+
 /// The MCP server.
 #[derive(Clone)]
 pub(crate) struct Shim {
@@ -84,6 +88,8 @@ fn condition(u: &Until) -> pb::WaitCondition {
         max_bytes: u.max_bytes.unwrap_or(0),
         timeout_ms: u.timeout_ms.unwrap_or(0),
         snapshot: u.snapshot,
+        input: u.input,
+        raw_output: u.raw_output,
     }
 }
 
@@ -337,7 +343,10 @@ impl Shim {
             };
         }
         Some(match name {
-            "process_start" => run!(start),
+            "process_start" => match parse(name, args) {
+                Ok(a) => self.start(a, progress).await,
+                Err(e) => Err(e),
+            },
             "process_read" => run!(read),
             "process_read_new" => run!(read_new),
             "process_write" => run!(write),
@@ -378,7 +387,7 @@ impl Shim {
         })
     }
 
-    async fn start(&self, a: StartArgs) -> ToolResult {
+    async fn start(&self, a: StartArgs, progress: Progress) -> ToolResult {
         if !a.pty && (a.rows.is_some() || a.cols.is_some()) {
             return Err(
                 "Error: rows and cols apply only with pty: true\nDrop them or set pty: true."
@@ -404,14 +413,60 @@ impl Shim {
             })
             .await?;
         let process = ProcessInfo::from(&p);
-        let text = format!(
+        let streams: &[pb::Stream] = if process.pty {
+            &[pb::Stream::Stdout]
+        } else {
+            &[pb::Stream::Stdout, pb::Stream::Stderr]
+        };
+        let from = pb::Cursor {
+            offsets: streams
+                .iter()
+                .map(|s| pb::StreamOffset { stream: (*s).into(), offset: 0 })
+                .collect(),
+        };
+        let cursor = results::cursor_string(Some(&from));
+        let mut text = format!(
             "Process started. ID={}, OS_PID={}, status={}{}",
             process.id,
             process.pid,
             process.status,
             if process.pty { " (pty; read with process_read_new or process_screen)" } else { "" }
         );
-        ok(text, &Started { process })
+        let Some(wait) = a.wait else {
+            return ok(text, &Started { process, cursor, wait: None });
+        };
+        let mut until = pb::WaitCondition {
+            timeout_ms: a.wait_timeout_ms.unwrap_or(0),
+            ..pb::WaitCondition::default()
+        };
+        match wait.as_str() {
+            "input" => until.input = Some(true),
+            "exit" => until.input = Some(false),
+            "" => {
+                return Err(
+                    "Error: wait is empty\nUse \"input\", \"exit\" or a text to wait for.".into()
+                );
+            }
+            pattern => until.needle = pattern.to_owned(),
+        }
+        let id = process.id;
+        let req = pb::WaitRequest {
+            proc: by_id(id),
+            streams: streams.iter().map(|s| (*s).into()).collect(),
+            // A new process's "read new" position is its first byte; waiting
+            // from it also moves it, so process_read_new does not repeat this.
+            from: None,
+            until: Some(until),
+        };
+        let call = self.call(Some(id), |mut c| {
+            let req = req.clone();
+            async move { c.wait(req).await }
+        });
+        let r = self.with_progress(&progress, "waiting", Some(id), call).await?;
+        let w = Waited::new(id, r, false);
+        text.push('\n');
+        text.push_str(&w.text());
+        ok(text, &Started { process, cursor, wait: Some(w) })
     }
 
     async fn read_output(&self, id: u64, req: pb::ReadRequest) -> Result<Output, String> {
@@ -599,8 +654,16 @@ impl Shim {
     }
 
     /// Runs a blocking call, telling the client it is alive every
-    /// [`PROGRESS_EVERY`] when it asked for progress.
-    async fn with_progress<T>(progress: &Progress, what: &str, call: impl Future<Output = T>) -> T {
+    /// [`PROGRESS_EVERY`] when it asked for progress. With a process id, each
+    /// notification carries the newest line the process printed, so a client
+    /// shows what a long command is doing.
+    async fn with_progress<T>(
+        &self,
+        progress: &Progress,
+        what: &str,
+        id: Option<u64>,
+        call: impl Future<Output = T>,
+    ) -> T {
         let Some((peer, token)) = progress else { return call.await };
         tokio::pin!(call);
         let started = tokio::time::Instant::now();
@@ -610,13 +673,45 @@ impl Shim {
                 out = &mut call => return out,
                 _ = tick.tick() => {
                     let secs = started.elapsed().as_secs_f64();
-                    let note = ProgressNotificationParam::new(token.clone(), secs).with_message(format!("{what}: {secs:.0} s"));
+                    let mut message = format!("{what}: {secs:.0} s");
+                    if let Some(line) = match id {
+                        Some(id) => self.newest_line(id).await,
+                        None => None,
+                    } {
+                        message.push_str(" · ");
+                        message.push_str(&line);
+                    }
+                    let note = ProgressNotificationParam::new(token.clone(), secs).with_message(message);
                     if let Err(e) = peer.notify_progress(note).await {
                         tracing::debug!(error = %e, "progress notification not sent");
                     }
                 }
             }
         }
+    }
+
+    /// The last non-blank line a process printed (from the newest output,
+    /// without moving any cursor), cut to [`PROGRESS_LINE_CHARS`].
+    async fn newest_line(&self, id: u64) -> Option<String> {
+        let req = pb::ReadRequest {
+            proc: by_id(id),
+            from: Some(pb::read_request::From::Tail(true)),
+            max_bytes: 1024,
+            encoding: pb::Encoding::Text.into(),
+            ..Default::default()
+        };
+        let resp = self
+            .link
+            .call(|mut c| {
+                let req = req.clone();
+                async move { c.read(req).await }
+            })
+            .await
+            .ok()?;
+        let text: String =
+            resp.records.iter().map(|r| String::from_utf8_lossy(&r.data).into_owned()).collect();
+        let line = text.lines().rev().find(|l| !l.trim().is_empty())?.trim_end();
+        Some(line.chars().take(PROGRESS_LINE_CHARS).collect())
     }
 
     async fn wait(&self, a: WaitArgs, progress: Progress) -> ToolResult {
@@ -637,7 +732,7 @@ impl Shim {
             let req = req.clone();
             async move { c.wait(req).await }
         });
-        let r = Self::with_progress(&progress, "waiting", call).await?;
+        let r = self.with_progress(&progress, "waiting", Some(a.id), call).await?;
         let w = Waited::new(a.id, r, snapshot);
         ok(w.text(), &w)
     }
@@ -654,7 +749,7 @@ impl Shim {
             let req = req.clone();
             async move { c.run(req).await }
         });
-        let r = Self::with_progress(&progress, "running", call).await?;
+        let r = self.with_progress(&progress, "running", Some(a.id), call).await?;
         let w = Waited::new(a.id, r, snapshot);
         ok(w.text(), &w)
     }
@@ -734,7 +829,7 @@ impl Shim {
             let req = req.clone();
             async move { c.agent_watch(req).await }
         });
-        let r = Self::with_progress(&progress, "watching agents", call).await?;
+        let r = self.with_progress(&progress, "watching agents", None, call).await?;
         let changes: Vec<AgentChange> = r
             .transitions
             .iter()
@@ -773,7 +868,7 @@ impl Shim {
             let req = req.clone();
             async move { c.agent_wait(req).await }
         });
-        let r = Self::with_progress(&progress, "waiting for agents", call).await?;
+        let r = self.with_progress(&progress, "waiting for agents", None, call).await?;
         let results: Vec<AgentOutcome> = r
             .results
             .iter()
@@ -808,7 +903,7 @@ impl Shim {
             let req = req.clone();
             async move { c.agent_send(req).await }
         });
-        let r = Self::with_progress(&progress, "sending", call).await?;
+        let r = self.with_progress(&progress, "sending", None, call).await?;
         let results: Vec<AgentOutcome> = r
             .results
             .iter()

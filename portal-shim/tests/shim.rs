@@ -435,15 +435,28 @@ async fn two_shims_starting_at_once_share_one_daemon() {
 #[tokio::test]
 async fn run_wait_and_send_keys_tools() {
     let (d, shim) = with_daemon().await;
-    let mut rpc = d.rpc();
-    let (_, s) = shim
-        .ok("process_start", json!({"command": "python3", "args": ["-q", "-i"], "pty": true}))
+    // Start and wait for the first prompt in one call.
+    let (text, s) = shim
+        .ok(
+            "process_start",
+            json!({"command": "python3", "args": ["-q", "-i"], "pty": true, "wait": "input"}),
+        )
         .await;
     let id = s["process"]["id"].as_u64().unwrap();
-    wait_for_text(&mut rpc, id, pb::Stream::Stdout, ">>> ").await;
+    assert_eq!(s["wait"]["reason"], json!("input_requested"), "{text}");
+    assert_eq!(s["wait"]["prompt"], json!(">>> "), "{text}");
+    assert_eq!(s["cursor"], json!("stdout:0"));
     let (text, s) = shim.ok("process_run", json!({"id": id, "input": "print(6*7)"})).await;
-    assert_eq!((s["reason"].clone(), s["output"].clone()), (json!("prompt"), json!("42\n")));
-    assert!(text.starts_with("42\n[prompt · status=running"), "{text}");
+    assert_eq!(
+        (s["reason"].clone(), s["output"].clone(), s["prompt"].clone()),
+        (json!("input_requested"), json!("42\n"), json!(">>> "))
+    );
+    assert!(text.starts_with("42\n>>> \n[input_requested"), "{text}");
+    // One consumption position: read_new has nothing the run returned.
+    let (text, _) = shim.ok("process_read_new", json!({"id": id})).await;
+    assert!(text.starts_with("No new output."), "{text}");
+    let (_, s) = shim.ok("process_list", json!({})).await;
+    assert_eq!(s["processes"][0]["input_state"], json!("awaiting_input"));
     let (_, s) = shim.ok("process_start", json!({"command": "cat", "pty": true})).await;
     let cat = s["process"]["id"].as_u64().unwrap();
     let (t, _) =
@@ -465,14 +478,24 @@ async fn run_wait_and_send_keys_tools() {
 async fn waits_report_progress_and_cancelling_leaves_the_process_alone() {
     let (d, shim) = with_daemon().await;
     let mut rpc = d.rpc();
-    let (_, s) = shim.ok("process_start", json!({"command": "cat"})).await;
+    let (_, s) = shim
+        .ok(
+            "process_start",
+            json!({"command": "sh", "args": ["-c", "echo compiling unit 7; exec cat"]}),
+        )
+        .await;
     let id = s["process"]["id"].as_u64().unwrap();
     let (text, s) =
         shim.ok("process_wait", json!({"id": id, "pattern": "never", "timeout_ms": 2500})).await;
     assert_eq!(s["reason"], json!("timeout"));
     assert!(text.contains("call process_wait again"), "{text}");
-    let seen = shim.recorder.progress.lock().unwrap().len();
-    assert!(seen >= 1, "no progress notification during a 2.5 s wait");
+    let notes = shim.recorder.progress.lock().unwrap().clone();
+    assert!(!notes.is_empty(), "no progress notification during a 2.5 s wait");
+    // Progress carries the newest output line.
+    assert!(
+        notes.iter().all(|n| n.message.as_deref().is_some_and(|m| m.contains("compiling unit 7"))),
+        "{notes:?}"
+    );
     // The client gives up on a long wait: the call is cancelled, the process is not.
     let params = CallToolRequestParams::new("process_wait").with_arguments(
         json!({"id": id, "pattern": "never", "timeout_ms": 40000}).as_object().unwrap().clone(),

@@ -113,6 +113,10 @@ pub struct Config {
     /// its handler, to prove a panic is contained. No flag sets it.
     #[doc(hidden)]
     pub fault_injection: bool,
+    /// Ask the kernel whether programs wait for input (Linux `/proc`). Off,
+    /// input states come from the text heuristic alone (how portald behaves
+    /// where the kernel cannot be asked); tests use it to prove that path.
+    pub kernel_input_state: bool,
 }
 
 /// Default process limit: enough for a fleet of agents and their tools, low
@@ -150,6 +154,7 @@ impl Config {
                 max_db_bytes: None,
             },
             fault_injection: false,
+            kernel_input_state: cfg!(target_os = "linux"),
         }
     }
 

@@ -207,6 +207,7 @@ impl Daemon {
             cancel: self.shutdown.child_token(),
             kill_grace: self.config.kill_grace,
             fault_injection: self.config.fault_injection,
+            kernel_input_state: self.config.kernel_input_state,
         };
         let is_pty = matches!(parts.facts.spec.stdio, Stdio::Pty(_));
         let agent = is_pty

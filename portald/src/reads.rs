@@ -180,12 +180,16 @@ pub(crate) async fn read(
         })
         .await?;
     let pieces = budget(pieces, max, keep);
+    let total: u64 = spec.streams.iter().map(|s| end[s.index()] - from[s.index()]).sum();
+    let cut = pieces.iter().map(|p| p.data.len() as u64).sum::<u64>() < total
+        || (matches!(spec.from, ReadFrom::Tail)
+            && spec.streams.iter().any(|s| from[s.index()] > start[s.index()]));
+    let pieces = if spec.text && cut { line_aligned(pieces, keep) } else { pieces };
     let mut next = from;
     for p in &pieces {
         let i = p.stream.index();
         next[i] = next[i].max(p.end());
     }
-    let total: u64 = spec.streams.iter().map(|s| end[s.index()] - from[s.index()]).sum();
     let returned: u64 = pieces.iter().map(|p| p.data.len() as u64).sum();
     let mut omitted_from = next;
     if keep == Keep::Tail {
@@ -250,6 +254,63 @@ fn budget(mut pieces: Vec<Piece>, max: u64, keep: Keep) -> Vec<Piece> {
     out
 }
 
+/// A page that had to be cut ends (head) or begins (tail) on a line
+/// boundary when one is inside it, so no line is split between two pages;
+/// the cursor still continues exactly, from the cut. A single line longer
+/// than the page is still cut.
+fn line_aligned(mut pieces: Vec<Piece>, keep: Keep) -> Vec<Piece> {
+    match keep {
+        Keep::Head => {
+            let Some((i, nl)) = pieces
+                .iter()
+                .enumerate()
+                .rev()
+                .find_map(|(i, p)| p.data.iter().rposition(|b| *b == b'\n').map(|nl| (i, nl)))
+            else {
+                return pieces;
+            };
+            pieces.truncate(i + 1);
+            pieces[i].data.truncate(nl + 1);
+        }
+        Keep::Tail => {
+            let Some((i, nl)) = pieces
+                .iter()
+                .enumerate()
+                .find_map(|(i, p)| p.data.iter().position(|b| *b == b'\n').map(|nl| (i, nl)))
+            else {
+                return pieces;
+            };
+            pieces.drain(..i);
+            let first = &mut pieces[0];
+            first.data = first.data.slice(nl + 1..);
+            first.offset += nl as u64 + 1;
+            if first.data.is_empty() {
+                pieces.remove(0);
+            }
+        }
+    }
+    pieces
+}
+
+/// What was typed, made readable: Enter (CR, or CR LF) ends a line, so CR
+/// does not overwrite the line typed before it.
+pub(crate) fn input_lines(data: &[u8]) -> std::borrow::Cow<'_, [u8]> {
+    if !data.contains(&b'\r') {
+        return std::borrow::Cow::Borrowed(data);
+    }
+    let mut out = Vec::with_capacity(data.len());
+    let mut i = 0;
+    while i < data.len() {
+        match data[i] {
+            b'\r' if data.get(i + 1) == Some(&b'\n') => {}
+            b'\r' => out.push(b'\n'),
+            b => out.push(b),
+        }
+        i += 1;
+    }
+    std::borrow::Cow::Owned(out)
+}
+
 fn raw_records(pieces: Vec<Piece>) -> Vec<OutRecord> {
     pieces
         .into_iter()
@@ -283,7 +344,11 @@ fn render_text(pieces: &[Piece], keep: Keep) -> Vec<OutRecord> {
                 let skip = data.iter().take(3).take_while(|b| (0x80..0xC0).contains(*b)).count();
                 data = &data[skip..];
             }
-            r.push(data);
+            if stream == StreamId::Stdin {
+                r.push(&input_lines(data));
+            } else {
+                r.push(data);
+            }
             length += pieces[j].data.len() as u64;
             j += 1;
         }
@@ -313,7 +378,11 @@ impl TextFollow {
     /// Renders one raw record in place.
     pub(crate) fn render(&mut self, mut rec: OutRecord) -> OutRecord {
         let r = self.renderers[rec.stream.index()].get_or_insert_with(TextRenderer::new);
-        r.push(&rec.data);
+        if rec.stream == StreamId::Stdin {
+            r.push(&input_lines(&rec.data));
+        } else {
+            r.push(&rec.data);
+        }
         rec.data = Bytes::from(r.flush_line());
         rec
     }

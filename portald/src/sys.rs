@@ -101,7 +101,8 @@ pub(crate) fn proc_stat(pid: u32) -> Option<ProcStat> {
     parse_stat(&std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?)
 }
 
-fn all_pids() -> Vec<u32> {
+/// Every pid in `/proc`.
+pub(crate) fn all_pids() -> Vec<u32> {
     let Ok(dir) = std::fs::read_dir("/proc") else { return Vec::new() };
     dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok()).collect()
 }

@@ -1,12 +1,19 @@
 //! Server-side waits, expect-style runs and key sends: agents stop polling.
 //!
-//! A wait follows a process from a cursor (default: now) through a follow
-//! stream (history first, then live, each byte once) and renders the output
-//! as text while it watches for the first of: a needle (literal or regex; in
-//! the output, or on the rendered screen), a stop pattern, output settling
-//! (no bytes for `settle`), the screen staying unchanged for `settle`, the
-//! shell's "command finished" mark or the prompt coming back (runs), the
-//! process ending, the byte cap, or the timeout. Every outcome is data.
+//! A wait follows a process from a cursor (default: the daemon's "read new"
+//! position, which it then moves) through a follow stream (history first,
+//! then live, each byte once) and renders the output as text while it
+//! watches for the first of: a needle (literal or regex; in the output, or
+//! on the rendered screen), a stop pattern, output settling (no bytes for
+//! `settle`), the screen staying unchanged for `settle`, the shell's "command
+//! finished" mark (runs in a Portal bash), the program waiting for input
+//! (asked of the actor, which asks the kernel: see [`crate::proc::input`]),
+//! the process ending, the byte cap, or the timeout. Every outcome is data.
+//!
+//! Waiting for input is checked once output has been quiet for
+//! [`input::QUIET`], then polled (more slowly the longer nothing happens), so
+//! a busy program that prints nothing is never mistaken for a finished one:
+//! the kernel says it is not reading.
 //!
 //! Cancel safety: dropping a wait only drops its follow stream; the process
 //! is never touched.
@@ -24,6 +31,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::ansi::TextRenderer;
+use crate::proc::input::{self, InputReport, InputState};
 use crate::proc::keys::{self, CursorMode};
 use crate::proc::{ProcError, ProcHandle, ProcStatus, Stdio, StreamId};
 use crate::reads::{self, FollowFrom, FollowItem};
@@ -43,9 +51,18 @@ pub(crate) const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
 /// How often the screen is re-rendered for screen conditions.
 const SCREEN_POLL: Duration = Duration::from_millis(25);
 
-/// Quiet time after the prompt reappears before a run counts as complete
-/// (the prompt text can also occur inside output that keeps coming).
-const PROMPT_QUIET: Duration = Duration::from_millis(30);
+/// How often waiting for input is re-checked while nothing happens: often
+/// at first (a prompt answers within milliseconds), then less, so a long
+/// silent command costs next to nothing.
+fn input_poll(since_activity: Duration) -> Duration {
+    if since_activity < Duration::from_secs(1) {
+        Duration::from_millis(10)
+    } else if since_activity < Duration::from_secs(10) {
+        Duration::from_millis(50)
+    } else {
+        Duration::from_millis(250)
+    }
+}
 
 /// Longest prompt recognised for runs.
 const MAX_PROMPT_CHARS: usize = 64;
@@ -106,6 +123,21 @@ pub(crate) struct WaitSpec {
     pub(crate) clamped: bool,
     /// Include the screen in the outcome.
     pub(crate) snapshot: bool,
+    /// Also end when the program waits for input.
+    pub(crate) input: bool,
+    /// With the alternate screen in use at the end, return the byte stream
+    /// as text rather than the rendered screen.
+    pub(crate) raw_output: bool,
+    /// No cursor was given: start at the "read new" position and move it to
+    /// where the wait ends.
+    pub(crate) consume: bool,
+}
+
+impl WaitSpec {
+    /// True when the request named no condition of its own.
+    pub(crate) fn has_conditions(&self) -> bool {
+        self.needle.is_some() || self.settle.is_some() || self.screen_stable
+    }
 }
 
 /// Why a wait ended.
@@ -119,8 +151,12 @@ pub(crate) enum WaitReason {
     Settled,
     /// The screen did not change for the settle window.
     ScreenStable,
-    /// The prompt came back (runs).
+    /// The shell's "command finished" mark (runs in a Portal bash).
     Prompt,
+    /// The program waits for input.
+    InputRequested,
+    /// The program waits for a secret.
+    AwaitingSecret,
     /// The process ended.
     Exited,
     /// The byte cap was reached.
@@ -141,8 +177,6 @@ pub(crate) enum Completion {
         /// Marks to skip.
         skip: usize,
     },
-    /// This prompt reappearing at the end of the output.
-    Prompt(String),
 }
 
 /// A match: its text, its stream, and the offset after the chunk it
@@ -184,6 +218,12 @@ pub(crate) struct WaitOutcome {
     pub(crate) matched_at_entry: bool,
     /// The program now waits for a secret.
     pub(crate) awaiting_secret: bool,
+    /// The line the program shows while it waits for input.
+    pub(crate) prompt: String,
+    /// The input state at the end (`None` for a process of an earlier daemon).
+    pub(crate) input: Option<InputReport>,
+    /// `output` is the rendered alternate screen.
+    pub(crate) output_is_screen: bool,
 }
 
 /// Mutable state of one wait.
@@ -244,13 +284,35 @@ pub(crate) struct WaitContext<'a> {
     pub(crate) tracker: &'a TaskTracker,
 }
 
-/// Waits.
+/// Waits. Without a cursor, from the "read new" position, which then moves
+/// to where the wait ended.
 pub(crate) async fn wait(
     h: &ProcHandle,
     cx: &WaitContext<'_>,
-    spec: WaitSpec,
+    mut spec: WaitSpec,
 ) -> Result<WaitOutcome, ProcError> {
-    wait_with(h, cx, spec, Completion::Conditions, Entry::Before, None).await
+    if spec.from.is_none() {
+        spec.consume = true;
+        let starts = h.shared.starts();
+        let cursors = *h.shared.cursors();
+        spec.from = Some(StreamId::ALL.map(|s| Some(cursors[s.index()].max(starts[s.index()]))));
+    }
+    let consume = spec.consume;
+    let out = wait_with(h, cx, spec, Completion::Conditions, Entry::Before, None).await?;
+    if consume {
+        consumed(h, &out);
+    }
+    Ok(out)
+}
+
+/// Moves the "read new" position past what a wait returned, so a later
+/// read of new output never repeats it.
+fn consumed(h: &ProcHandle, out: &WaitOutcome) {
+    let mut cursors = h.shared.cursors();
+    for s in &out.streams {
+        let i = s.index();
+        cursors[i] = cursors[i].max(out.next[i]);
+    }
 }
 
 /// Whether a screen match found as the wait begins predates the call.
@@ -299,7 +361,8 @@ async fn wait_with(
     let mut last_screen_change = start;
     let mut screen_seen: Option<u64> = None;
     let mut screen_dirty = screen_needed;
-    let mut prompt_at: Option<Instant> = None;
+    let mut input_check: Option<Instant> = spec.input.then(|| start + input::QUIET);
+    let mut input_seen: Option<InputReport> = None;
     let mut matched_at_entry = false;
     let mut result: Option<(WaitReason, Option<Match>)> = None;
     let mut command_exit = None;
@@ -324,8 +387,7 @@ async fn wait_with(
 
     while result.is_none() {
         let settle_at = spec.settle.filter(|_| !spec.screen_stable).map(|s| last_output + s);
-        let prompt_done_at = prompt_at.map(|t| t + PROMPT_QUIET);
-        let next_timer = [Some(deadline), settle_at, prompt_done_at]
+        let next_timer = [Some(deadline), settle_at, input_check]
             .into_iter()
             .flatten()
             .min()
@@ -337,6 +399,9 @@ async fn wait_with(
                     let i = rec.stream.index();
                     w.pos[i] = rec.offset + rec.length;
                     last_output = Instant::now();
+                    if spec.input {
+                        input_check = Some(last_output + input::QUIET);
+                    }
                     screen_dirty = screen_needed;
                     let (before, marks) = w.feed(rec.stream, &rec.data);
                     let after_chunk = w.pos[i];
@@ -368,9 +433,6 @@ async fn wait_with(
                                     break;
                                 }
                             }
-                            Completion::Prompt(p) => {
-                                prompt_at = (w.hay.ends_with(p.as_str()) && w.hay.len() > p.len()).then(Instant::now);
-                            }
                             Completion::Conditions => {}
                         }
                     }
@@ -393,10 +455,27 @@ async fn wait_with(
                 let now = Instant::now();
                 if now >= deadline {
                     result = Some((WaitReason::Timeout, None));
-                } else if prompt_done_at.is_some_and(|t| now >= t) {
-                    result = Some((WaitReason::Prompt, None));
                 } else if settle_at.is_some_and(|t| now >= t) {
                     result = Some((WaitReason::Settled, None));
+                } else if input_check.is_some_and(|t| now >= t) {
+                    match h.input_state().await {
+                        // Only once every byte printed before the answer is
+                        // in hand: the prompt belongs in this result.
+                        Some(r) if r.state.wants_input() && caught_up(h, &spec.streams, &w.pos) => {
+                            input_seen = Some(r);
+                            let reason = if r.state == InputState::AwaitingSecret {
+                                WaitReason::AwaitingSecret
+                            } else {
+                                WaitReason::InputRequested
+                            };
+                            result = Some((reason, None));
+                        }
+                        Some(_) => {
+                            let quiet = now.duration_since(last_output.max(start));
+                            input_check = Some(now + input_poll(quiet));
+                        }
+                        None => input_check = None,
+                    }
                 }
             }
             _ = screen_tick.tick(), if screen_dirty || spec.screen_stable => {
@@ -435,14 +514,35 @@ async fn wait_with(
         output.drain(..cut);
         truncated = true;
     }
+    let mut prompt = String::new();
+    if matches!(reason, WaitReason::InputRequested | WaitReason::AwaitingSecret) {
+        prompt = take_prompt(&mut output);
+        if prompt.is_empty() {
+            prompt = current_prompt(h).await?.unwrap_or_default();
+        }
+    }
+    let mut output_is_screen = false;
     let (alternate, screen) = if is_pty {
         let snap = h.snapshot().await?;
+        if snap.alternate && !spec.raw_output {
+            // A full-screen program redraws: its byte stream is many copies
+            // of the same screen. What it shows is the answer.
+            output = screen_text(&snap.lines);
+            output_is_screen = true;
+        }
         (snap.alternate, if spec.snapshot { snap.lines } else { Vec::new() })
     } else {
         (false, Vec::new())
     };
+    let input = match input_seen {
+        Some(r) => Some(r),
+        None => h.input_state().await,
+    };
     let awaiting_secret = h.secret_prompt().await;
     Ok(WaitOutcome {
+        prompt,
+        input,
+        output_is_screen,
         awaiting_secret,
         reason,
         matched,
@@ -460,6 +560,29 @@ async fn wait_with(
         screen,
         matched_at_entry,
     })
+}
+
+/// True when the wait has seen every byte the watched streams have produced.
+fn caught_up(h: &ProcHandle, streams: &[StreamId], pos: &[u64; 3]) -> bool {
+    let ends = h.shared.ends();
+    streams.iter().all(|s| pos[s.index()] >= ends[s.index()])
+}
+
+/// Splits the prompt (the unterminated last line) off the output.
+fn take_prompt(output: &mut String) -> String {
+    let start = output.rfind('\n').map_or(0, |nl| nl + 1);
+    if output[start..].trim().is_empty() {
+        return String::new();
+    }
+    let prompt = output[start..].to_owned();
+    output.truncate(start);
+    prompt
+}
+
+/// A screen as text: its rows, without the blank ones at the bottom.
+fn screen_text(lines: &[String]) -> String {
+    let used = lines.iter().rposition(|l| !l.trim().is_empty()).map_or(0, |i| i + 1);
+    lines[..used].join("\n")
 }
 
 /// The prompt on the cursor's line, if the program shows one (text before
@@ -512,8 +635,9 @@ async fn write_text(h: &ProcHandle, text: &str) -> Result<u64, ProcError> {
 
 /// Writes `input` (and Enter, as a separate write) and waits, from a cursor
 /// taken before the write. Completion: the spec's conditions when it names
-/// any; else the shell's mark (bash started by Portal); else the prompt that
-/// was on the screen coming back; else output settling.
+/// any; else the program waiting for input again (any prompt), or, in a bash
+/// started by Portal, the shell's mark when that comes first. The "read new"
+/// position moves past the result.
 pub(crate) async fn run(
     h: &ProcHandle,
     cx: &WaitContext<'_>,
@@ -525,17 +649,15 @@ pub(crate) async fn run(
     // the cursor is exactly where the input began.
     let attachment = h.attach().await?;
     spec.from = Some(attachment.ends.map(Some));
-    let explicit = spec.needle.is_some() || spec.settle.is_some() || spec.screen_stable;
-    let completion = if explicit {
-        Completion::Conditions
-    } else if h.facts.shell_integration && (attachment.prompt_marks > 0 || started_recently(h)) {
+    let explicit = spec.has_conditions();
+    let completion = if !explicit
+        && h.facts.shell_integration
+        && (attachment.prompt_marks > 0 || started_recently(h))
+    {
         // A shell that has not shown its first prompt yet will print that
         // prompt's mark before running the input.
         Completion::ShellMark { skip: usize::from(attachment.prompt_marks == 0) }
-    } else if let Some(p) = current_prompt(h).await? {
-        Completion::Prompt(p)
     } else {
-        spec.settle = Some(DEFAULT_SETTLE);
         Completion::Conditions
     };
     if !input.is_empty() {
@@ -551,7 +673,7 @@ pub(crate) async fn run(
     // before a shell shows its prompt is echoed twice: by the terminal, then
     // by readline after the prompt.
     let first_line = input.lines().next().unwrap_or("").trim();
-    if h.screen.is_some() && !first_line.is_empty() {
+    if h.screen.is_some() && !first_line.is_empty() && !out.output_is_screen {
         for _ in 0..2 {
             match out.output.find('\n') {
                 Some(nl) if out.output[..nl].contains(first_line) => {
@@ -561,11 +683,7 @@ pub(crate) async fn run(
             }
         }
     }
-    if let (WaitReason::Prompt, Completion::Prompt(p)) = (out.reason, &completion)
-        && out.output.ends_with(p.as_str())
-    {
-        out.output.truncate(out.output.len() - p.len());
-    }
+    consumed(h, &out);
     Ok(out)
 }
 

@@ -30,7 +30,32 @@ pub fn wait_reason(r: pb::WaitReason) -> &'static str {
         pb::WaitReason::Exited => "exited",
         pb::WaitReason::ByteCap => "byte_cap",
         pb::WaitReason::Timeout => "timeout",
+        pb::WaitReason::InputRequested => "input_requested",
+        pb::WaitReason::AwaitingSecret => "awaiting_secret",
         pb::WaitReason::Unspecified => "unknown",
+    }
+}
+
+/// Whether a program waits for input.
+#[must_use]
+pub fn input_state(s: pb::InputState) -> &'static str {
+    match s {
+        pb::InputState::Running => "running",
+        pb::InputState::AwaitingInput => "awaiting_input",
+        pb::InputState::AwaitingSecret => "awaiting_secret",
+        pb::InputState::Idle => "idle",
+        pb::InputState::Exited => "exited",
+        pb::InputState::Unspecified => "unknown",
+    }
+}
+
+/// What decided an input state.
+#[must_use]
+pub fn input_source(s: pb::InputSource) -> &'static str {
+    match s {
+        pb::InputSource::Kernel => "kernel",
+        pb::InputSource::Heuristic => "heuristic",
+        pb::InputSource::Unspecified => "none",
     }
 }
 

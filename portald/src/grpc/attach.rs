@@ -88,7 +88,9 @@ pub(crate) async fn attach(
                 Ok(FollowItem::Output(r)) => Some(Ok(output(r.data.to_vec()))),
                 Ok(FollowItem::Gap { .. }) => None,
                 Ok(FollowItem::Ended) => Some(Ok(pb::AttachEvent {
-                    event: Some(pb::attach_event::Event::Exited(convert::process_pb(&handle))),
+                    event: Some(pb::attach_event::Event::Exited(convert::process_pb(
+                        &handle, None,
+                    ))),
                 })),
                 Err(e) => Some(Err(Status::from(e))),
             }

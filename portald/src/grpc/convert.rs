@@ -11,6 +11,7 @@ use crate::config::{
     DEFAULT_COLS, DEFAULT_READ_BYTES, DEFAULT_ROWS, MAX_IDLE_TIMEOUT, MAX_READ_BYTES, MAX_TERM_DIM,
     MIN_TERM_DIM,
 };
+use crate::proc::input::{InputReport, InputSource, InputState};
 use crate::proc::{ProcHandle, ProcSpec, ProcStatus, Stdio, StreamId, TermSize};
 use crate::reads::{FollowFrom, OutRecord, ReadFrom, ReadResult, ReadSpec};
 use crate::registry::ProcTarget;
@@ -338,6 +339,9 @@ pub(crate) fn wait_spec(
     if c.screen_stable && settle.is_none() {
         settle = Some(crate::waits::DEFAULT_SETTLE);
     }
+    // With no condition of its own, a wait ends when the program waits for
+    // input (or exits): never early because a busy program is quiet.
+    let needle_or_settle = needle.as_ref().map(|_| ()).or(settle.map(|_| ()));
     let max_bytes = match c.max_bytes {
         0 => DEFAULT_WAIT_BYTES,
         n if n > MAX_READ_BYTES => {
@@ -363,6 +367,9 @@ pub(crate) fn wait_spec(
         timeout: requested.min(ceiling),
         clamped,
         snapshot: c.snapshot,
+        input: c.input.unwrap_or(needle_or_settle.is_none()),
+        raw_output: c.raw_output,
+        consume: false,
     })
 }
 
@@ -375,6 +382,8 @@ pub(crate) fn wait_pb(o: WaitOutcome) -> pb::WaitResponse {
         WaitReason::Settled => pb::WaitReason::Settled,
         WaitReason::ScreenStable => pb::WaitReason::ScreenStable,
         WaitReason::Prompt => pb::WaitReason::Prompt,
+        WaitReason::InputRequested => pb::WaitReason::InputRequested,
+        WaitReason::AwaitingSecret => pb::WaitReason::AwaitingSecret,
         WaitReason::Exited => pb::WaitReason::Exited,
         WaitReason::ByteCap => pb::WaitReason::ByteCap,
         WaitReason::Timeout => pb::WaitReason::Timeout,
@@ -403,6 +412,35 @@ pub(crate) fn wait_pb(o: WaitOutcome) -> pb::WaitResponse {
         matched_at_entry: o.matched_at_entry,
         timeout_clamped: o.clamped,
         awaiting_secret: o.awaiting_secret,
+        prompt: o.prompt,
+        input_state: o
+            .input
+            .map_or(pb::InputState::Unspecified, |r| input_state_pb(r.state))
+            .into(),
+        input_source: o
+            .input
+            .map_or(pb::InputSource::Unspecified, |r| input_source_pb(r.source))
+            .into(),
+        output_is_screen: o.output_is_screen,
+    }
+}
+
+/// An input state on the wire.
+pub(crate) fn input_state_pb(s: InputState) -> pb::InputState {
+    match s {
+        InputState::Running => pb::InputState::Running,
+        InputState::AwaitingInput => pb::InputState::AwaitingInput,
+        InputState::AwaitingSecret => pb::InputState::AwaitingSecret,
+        InputState::Idle => pb::InputState::Idle,
+        InputState::Exited => pb::InputState::Exited,
+    }
+}
+
+/// An input state's source on the wire.
+pub(crate) fn input_source_pb(s: InputSource) -> pb::InputSource {
+    match s {
+        InputSource::Kernel => pb::InputSource::Kernel,
+        InputSource::Heuristic => pb::InputSource::Heuristic,
     }
 }
 
@@ -452,8 +490,9 @@ fn size_pb(s: TermSize) -> pb::TermSize {
     pb::TermSize { rows: u32::from(s.rows), cols: u32::from(s.cols) }
 }
 
-/// A process's metadata on the wire.
-pub(crate) fn process_pb(h: &ProcHandle) -> pb::Process {
+/// A process's metadata on the wire, with the input state the actor last
+/// published (`fresh` overrides it with one just asked for).
+pub(crate) fn process_pb(h: &ProcHandle, fresh: Option<InputReport>) -> pb::Process {
     use std::sync::atomic::Ordering;
     let f = &h.facts;
     let published = h.published();
@@ -461,6 +500,15 @@ pub(crate) fn process_pb(h: &ProcHandle) -> pb::Process {
     let (mode, size) = match f.spec.stdio {
         Stdio::Pty(_) => (pb::Mode::Pty, published.size.map(size_pb)),
         Stdio::Pipes => (pb::Mode::Pipes, None),
+    };
+    let input = match (published.status, fresh) {
+        (_, Some(r)) => Some(r),
+        (ProcStatus::Running, None) => h.shared.input(),
+        // An ended process's state is a fact, whoever asks.
+        (ProcStatus::Ended { .. }, None) => {
+            Some(InputReport { state: InputState::Exited, source: InputSource::Kernel })
+        }
+        (ProcStatus::Lost, None) => None,
     };
     let streams = StreamId::ALL
         .iter()
@@ -495,6 +543,10 @@ pub(crate) fn process_pb(h: &ProcHandle) -> pb::Process {
         streams,
         stdin_closed: h.shared.stdin_closed.load(Ordering::Acquire),
         awaiting_secret: h.shared.awaiting_secret.load(Ordering::Acquire),
+        input_state: input.map_or(pb::InputState::Unspecified, |r| input_state_pb(r.state)).into(),
+        input_source: input
+            .map_or(pb::InputSource::Unspecified, |r| input_source_pb(r.source))
+            .into(),
     }
 }
 

@@ -72,17 +72,19 @@ impl Portal for PortalService {
     async fn start(&self, req: Request<pb::StartRequest>) -> Reply<pb::Process> {
         let spec = convert::start_spec(req.into_inner())?;
         let handle = self.daemon.start(spec).await?;
-        ok(convert::process_pb(&handle))
+        ok(convert::process_pb(&handle, None))
     }
 
     async fn list(&self, _: Request<pb::ListRequest>) -> Reply<pb::ListResponse> {
-        let processes = self.daemon.registry.list().iter().map(convert::process_pb).collect();
+        let processes =
+            self.daemon.registry.list().iter().map(|h| convert::process_pb(h, None)).collect();
         ok(pb::ListResponse { processes })
     }
 
     async fn inspect(&self, req: Request<pb::InspectRequest>) -> Reply<pb::Process> {
         let handle = self.daemon.get(&convert::target(req.get_ref().proc.as_ref())?)?;
-        ok(convert::process_pb(&handle))
+        let fresh = handle.input_state().await;
+        ok(convert::process_pb(&handle, fresh))
     }
 
     async fn read(&self, req: Request<pb::ReadRequest>) -> Reply<pb::ReadResponse> {
@@ -138,7 +140,7 @@ impl Portal for PortalService {
 
     async fn kill(&self, req: Request<pb::KillRequest>) -> Reply<pb::Process> {
         let handle = self.daemon.kill(&convert::target(req.get_ref().proc.as_ref())?).await?;
-        ok(convert::process_pb(&handle))
+        ok(convert::process_pb(&handle, None))
     }
 
     async fn kill_all(&self, _: Request<pb::KillAllRequest>) -> Reply<pb::KillAllResponse> {
@@ -210,7 +212,9 @@ impl Portal for PortalService {
                         data: Bytes::new(),
                     })
                 }
-                FollowItem::Ended => pb::follow_event::Event::Exited(convert::process_pb(&handle)),
+                FollowItem::Ended => {
+                    pb::follow_event::Event::Exited(convert::process_pb(&handle, None))
+                }
             };
             Ok(pb::FollowEvent { event: Some(event) })
         });
@@ -230,15 +234,12 @@ impl Portal for PortalService {
         let req = req.into_inner();
         let target = convert::target(req.proc.as_ref())?;
         let d = &self.daemon;
-        let mut spec = convert::wait_spec(
+        let spec = convert::wait_spec(
             &req.streams,
             req.from.as_ref(),
             req.until.as_ref(),
             d.config.wait_ceiling,
         )?;
-        if spec.needle.is_none() && spec.settle.is_none() {
-            spec.settle = Some(waits::DEFAULT_SETTLE);
-        }
         let handle = d.get(&target)?;
         let cx = waits::WaitContext { store: &d.store, cancel: &d.shutdown, tracker: &d.tracker };
         ok(convert::wait_pb(waits::wait(&handle, &cx, spec).await?))

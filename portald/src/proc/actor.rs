@@ -37,6 +37,8 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use super::input::{self, Facts, InputReport, InputSource, InputState};
+use super::probe::{self, InputTarget, Scope};
 use super::spawn::{InputWriter, OutputEvent, Spawned, pty_size};
 use super::{
     Attachment, Chunk, EndReason, LiveEvent, ProcError, ProcFacts, ProcHandle, ProcRequest,
@@ -83,11 +85,22 @@ pub(crate) struct ActorParts {
     pub(crate) fault_injection: bool,
     /// Agent state, fed with this process's signals.
     pub(crate) agents: Arc<Agents>,
+    /// Ask the kernel whether the program waits for input.
+    pub(crate) kernel_input_state: bool,
 }
 
 /// Starts the actor on `tracker` and returns the handle.
 pub(crate) fn start(parts: ActorParts, tracker: &TaskTracker) -> Result<ProcHandle, ProcError> {
-    let ActorParts { facts, spawned, store, cancel, kill_grace, fault_injection, agents } = parts;
+    let ActorParts {
+        facts,
+        spawned,
+        store,
+        cancel,
+        kill_grace,
+        fault_injection,
+        agents,
+        kernel_input_state,
+    } = parts;
     let id = facts.id;
     let size = match facts.spec.stdio {
         Stdio::Pty(size) => Some(size),
@@ -109,7 +122,7 @@ pub(crate) fn start(parts: ActorParts, tracker: &TaskTracker) -> Result<ProcHand
     let (events, _) = broadcast::channel(BROADCAST_CHUNKS);
     let facts = Arc::new(facts);
     let idle_timeout = facts.spec.idle_timeout;
-    let Spawned { output, streams, input, exit, primary, .. } = spawned;
+    let Spawned { output, streams, input, exit, primary, input_target, .. } = spawned;
     let handle = ProcHandle {
         facts: Arc::clone(&facts),
         shared: Arc::clone(&shared),
@@ -146,6 +159,14 @@ pub(crate) fn start(parts: ActorParts, tracker: &TaskTracker) -> Result<ProcHand
         fg_pgrp: None,
         last_osc_seq: None,
         clock_base: (Instant::now(), sys::monotonic_ns()),
+        input_watch: InputWatch {
+            target: input_target.filter(|_| kernel_input_state),
+            baseline: None,
+            last_input: None,
+            last_output: Instant::now(),
+            unterminated: false,
+            last_probe: None,
+        },
     };
     // The actor runs in its own task so that a panic in it (a bug) is
     // contained: the supervisor sees it, kills the program's tree (nobody
@@ -230,7 +251,34 @@ pub(crate) struct ProcActor {
     /// A tokio instant and the monotonic clock reading taken together, to turn
     /// stored monotonic times into timer deadlines.
     clock_base: (Instant, i64),
+    /// What the input state is decided from.
+    input_watch: InputWatch,
 }
+
+/// What the actor tracks to decide whether its program waits for input.
+struct InputWatch {
+    /// The program's input as the kernel names it (`None`: the kernel is
+    /// not asked; the heuristic decides).
+    target: Option<InputTarget>,
+    /// The probe mark taken just before the last write.
+    baseline: Option<u64>,
+    /// When input was last written.
+    last_input: Option<Instant>,
+    /// When output last arrived.
+    last_output: Instant,
+    /// The last output does not end a line.
+    unterminated: bool,
+    /// When the last sweep decided, and what.
+    last_probe: Option<(Instant, InputState)>,
+}
+
+/// How old the shared scan of `/proc` may be for a sweep's probe (the list
+/// shows the state; waits always probe afresh).
+const SWEEP_SCAN_AGE: Duration = Duration::from_millis(250);
+
+/// A sweep re-probes a waiting or idle program that saw no input or output
+/// only this often: nothing it does silently matters sooner.
+const QUIET_REPROBE: Duration = Duration::from_secs(5);
 
 impl ProcActor {
     fn id(&self) -> super::ProcId {
@@ -286,7 +334,12 @@ impl ProcActor {
                     armed = None;
                     self.on_deadline();
                 }
-                _ = sweep.tick(), if self.primary.is_some() && self.exit.is_none() => self.sweep_foreground(),
+                _ = sweep.tick(), if self.exit.is_none() => {
+                    if self.primary.is_some() {
+                        self.sweep_foreground();
+                    }
+                    self.sweep_input();
+                }
                 () = self.cancel.cancelled(), if !stopping => {
                     stopping = true;
                     self.on_shutdown();
@@ -318,6 +371,10 @@ impl ProcActor {
     }
 
     async fn on_output(&mut self, stream: StreamId, data: Bytes) {
+        self.input_watch.last_output = Instant::now();
+        if let Some(&last) = data.last() {
+            self.input_watch.unterminated = last != b'\n';
+        }
         if stream == StreamId::Stdout
             && let Some(screen) = &self.screen
         {
@@ -403,6 +460,67 @@ impl ProcActor {
             }
             None => {}
         }
+    }
+
+    /// Where the program's input waits are looked for: the PTY's foreground
+    /// process group, or the pipe child's session.
+    fn input_scope(&self) -> Option<Scope> {
+        match &self.primary {
+            Some(p) => p.as_raw_fd().and_then(sys::foreground_pgrp).map(Scope::Group),
+            None => Some(Scope::Session(self.pid())),
+        }
+    }
+
+    /// Decides whether the program waits for input now and publishes it.
+    fn input_report(&mut self, scan_age: Duration) -> InputReport {
+        if self.exit.is_some() {
+            let r = InputReport { state: InputState::Exited, source: InputSource::Kernel };
+            self.shared.set_input(r);
+            return r;
+        }
+        let probe = match (self.input_watch.target, self.input_scope()) {
+            (Some(target), Some(scope)) => Some(probe::probe(scope, target, scan_age)),
+            _ => None,
+        };
+        let output_unread =
+            self.primary.as_ref().and_then(|p| p.as_raw_fd()).is_some_and(sys::readable_now);
+        let w = &self.input_watch;
+        let facts = Facts {
+            probe,
+            baseline: w.baseline,
+            since_input: w.last_input.map(|t| t.elapsed()),
+            pending: self.input.pending() > 0 || output_unread,
+            since_output: w.last_output.elapsed(),
+            secret: self.check_secret_prompt(),
+            unterminated: w.unterminated,
+        };
+        let r = input::decide(&facts);
+        self.shared.set_input(r);
+        r
+    }
+
+    /// The sweep's input state: re-decided when something happened since
+    /// the last one, or while the program runs.
+    fn sweep_input(&mut self) {
+        let w = &self.input_watch;
+        if let Some((at, state)) = w.last_probe {
+            let quiet_since = w.last_output <= at && w.last_input.is_none_or(|t| t <= at);
+            if quiet_since && state != InputState::Running && at.elapsed() < QUIET_REPROBE {
+                return;
+            }
+        }
+        let r = self.input_report(SWEEP_SCAN_AGE);
+        self.input_watch.last_probe = Some((Instant::now(), r.state));
+    }
+
+    /// Takes the mark that later probes compare with, just before a write.
+    fn mark_before_input(&mut self) {
+        let mark = match (self.input_watch.target, self.input_scope()) {
+            (Some(target), Some(scope)) => Some(probe::probe(scope, target, Duration::ZERO).mark),
+            _ => None,
+        };
+        self.input_watch.baseline = mark;
+        self.input_watch.last_input = Some(Instant::now());
     }
 
     fn on_exit(&mut self, res: std::io::Result<ExitInfo>) {
@@ -509,6 +627,8 @@ impl ProcActor {
         if let Err(e) = self.store.update_status(update).await {
             tracing::warn!(proc = %self.id(), error = %e, "cannot record the end in the store");
         }
+        self.shared
+            .set_input(InputReport { state: InputState::Exited, source: InputSource::Kernel });
         self.state.send_modify(|p| p.status = status);
         let _ = self.events.send(LiveEvent::Ended);
         for w in self.kill_waiters.drain(..) {
@@ -549,6 +669,9 @@ impl ProcActor {
                     }
                 }
                 let _ = reply.send(res);
+            }
+            ProcRequest::InputState { reply } => {
+                let _ = reply.send(self.input_report(Duration::ZERO));
             }
             ProcRequest::SecretPrompt { reply } => {
                 let _ = reply.send(self.exit.is_none() && self.check_secret_prompt());
@@ -643,6 +766,7 @@ impl ProcActor {
             });
         }
         let offset = self.shared.end[StreamId::Stdin.index()].load(Ordering::Acquire);
+        self.mark_before_input();
         if !self.input.send(data.clone()) {
             return Err(self.not_running());
         }

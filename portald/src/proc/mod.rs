@@ -5,21 +5,26 @@
 //!   offsets, status).
 //! - [`spawn`]: starting a program on a PTY or on pipes, and the I/O threads.
 //! - [`signal`]: signal names and numbers.
+//! - [`input`] and [`probe`]: whether the program waits for input, from the
+//!   kernel first.
 
 pub(crate) mod actor;
+pub(crate) mod input;
 pub(crate) mod keys;
+pub(crate) mod probe;
 pub(crate) mod signal;
 pub(crate) mod spawn;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU8, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
 use tokio::sync::{broadcast, mpsc, oneshot, watch};
 
+use self::input::{InputReport, InputSource, InputState};
 use crate::screen::{ScreenView, Snapshot};
 use crate::store::Store;
 use crate::store::StoreError;
@@ -315,6 +320,10 @@ pub(crate) struct Shared {
     pub(crate) awaiting_secret: AtomicBool,
     /// Per stream "read new" cursors of the server-side reader.
     pub(crate) read_cursors: Mutex<[u64; 3]>,
+    /// The last decided input state ([`InputState::to_u8`]; 0 = never).
+    pub(crate) input_state: AtomicU8,
+    /// Its source: 1 kernel, 2 heuristic.
+    pub(crate) input_source: AtomicU8,
 }
 
 impl Shared {
@@ -337,6 +346,26 @@ impl Shared {
     pub(crate) fn idle_ms(&self) -> u64 {
         let idle = crate::sys::monotonic_ns() - self.last_activity_ns.load(Ordering::Acquire);
         u64::try_from(idle / 1_000_000).unwrap_or(0)
+    }
+
+    /// The last input state the actor decided (at most one sweep old).
+    pub(crate) fn input(&self) -> Option<InputReport> {
+        let state = InputState::from_u8(self.input_state.load(Ordering::Acquire))?;
+        let source = match self.input_source.load(Ordering::Acquire) {
+            2 => InputSource::Heuristic,
+            _ => InputSource::Kernel,
+        };
+        Some(InputReport { state, source })
+    }
+
+    /// Publishes an input state.
+    pub(crate) fn set_input(&self, r: InputReport) {
+        self.input_state.store(r.state.to_u8(), Ordering::Release);
+        let source = match r.source {
+            InputSource::Kernel => 1,
+            InputSource::Heuristic => 2,
+        };
+        self.input_source.store(source, Ordering::Release);
     }
 
     /// Locks the read cursors (recovering from a poisoned lock: the data is
@@ -393,6 +422,11 @@ pub(crate) enum ProcRequest {
         gap: Duration,
         /// Done.
         reply: oneshot::Sender<Result<(), ProcError>>,
+    },
+    /// Whether the program waits for input right now (a fresh probe).
+    InputState {
+        /// The answer.
+        reply: oneshot::Sender<InputReport>,
     },
     /// Whether the terminal is at a secret prompt right now.
     SecretPrompt {
@@ -559,6 +593,19 @@ impl ProcHandle {
             return false;
         }
         self.ask(|reply| ProcRequest::SecretPrompt { reply }).await.unwrap_or(false)
+    }
+
+    /// Whether the program waits for input now, asked afresh. A process of
+    /// an earlier daemon has no answer.
+    pub(crate) async fn input_state(&self) -> Option<InputReport> {
+        if self.is_dormant() {
+            return None;
+        }
+        match self.ask(|reply| ProcRequest::InputState { reply }).await {
+            Ok(r) => Some(r),
+            Err(_) => (!self.status().is_running())
+                .then_some(InputReport { state: InputState::Exited, source: InputSource::Kernel }),
+        }
     }
 
     /// Closes input.

@@ -16,6 +16,8 @@
 
 use std::collections::{BTreeMap, HashSet};
 use std::io::{Read, Write};
+use std::os::fd::AsFd as _;
+use std::os::unix::fs::MetadataExt as _;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -24,6 +26,7 @@ use bytes::Bytes;
 use portable_pty::{CommandBuilder, MasterPty, PtySize, native_pty_system};
 use tokio::sync::{mpsc, oneshot};
 
+use super::probe::InputTarget;
 use super::{ProcError, ProcId, ProcSpec, Stdio, StreamId, TermSize};
 use crate::config::{OUTPUT_QUEUE_CHUNKS, READ_CHUNK_BYTES};
 use crate::sys::{self, ExitInfo};
@@ -80,6 +83,9 @@ pub(crate) struct Spawned {
     pub(crate) exit: oneshot::Receiver<std::io::Result<ExitInfo>>,
     /// The PTY's primary side (PTY mode), for resizing and terminal queries.
     pub(crate) primary: Option<Box<dyn MasterPty + Send>>,
+    /// What the program reads its input from, for the kernel's input state
+    /// (`None` when it could not be identified).
+    pub(crate) input_target: Option<InputTarget>,
 }
 
 impl std::fmt::Debug for Spawned {
@@ -338,7 +344,19 @@ fn spawn_pty(
         .and_then(|input| Ok((input, start_waiter(id, pid, pids)?)));
     match started {
         Ok((input, exit)) => {
-            Ok(Spawned { pid, output, streams: 1, input, exit, primary: Some(primary) })
+            let input_target = primary
+                .tty_name()
+                .and_then(|path| std::fs::metadata(path).ok())
+                .map(|m| InputTarget::Tty { rdev: m.rdev() });
+            Ok(Spawned {
+                pid,
+                output,
+                streams: 1,
+                input,
+                exit,
+                primary: Some(primary),
+                input_target,
+            })
         }
         Err(e) => {
             abort_spawned(pid, pids);
@@ -395,13 +413,21 @@ fn spawn_pipes(
     };
     // The std Child is never waited on: the waiter thread reaps the pid.
     drop(child);
+    let input_target = stdin
+        .as_fd()
+        .try_clone_to_owned()
+        .and_then(|fd| std::fs::File::from(fd).metadata())
+        .ok()
+        .map(|m| InputTarget::Pipe { ino: m.ino() });
     let (out_tx, output) = mpsc::channel(OUTPUT_QUEUE_CHUNKS);
     let started = start_reader(id, "out", StreamId::Stdout, stdout, out_tx.clone())
         .and_then(|()| start_reader(id, "err", StreamId::Stderr, stderr, out_tx))
         .and_then(|()| start_writer(id, stdin))
         .and_then(|input| Ok((input, start_waiter(id, pid, pids)?)));
     match started {
-        Ok((input, exit)) => Ok(Spawned { pid, output, streams: 2, input, exit, primary: None }),
+        Ok((input, exit)) => {
+            Ok(Spawned { pid, output, streams: 2, input, exit, primary: None, input_target })
+        }
         Err(e) => {
             abort_spawned(pid, pids);
             Err(io_err(id, "start I/O threads")(e))

@@ -8,6 +8,7 @@ mod capture;
 mod daemon;
 mod disk;
 mod errors;
+mod input;
 mod lifecycle;
 mod load;
 mod reads;

@@ -109,7 +109,8 @@ async fn client_cursors_page_forward_and_tails_report_what_was_left_out() {
         ..Default::default()
     };
     let r = rpc.read(tail).await.unwrap().into_inner();
-    assert_eq!(text(&r), "99\n1000\n");
+    // Pages that had to be cut start on a line boundary.
+    assert_eq!(text(&r), "1000\n");
     // The server-cursor read keeps the newest part and says where the rest is.
     let r = rpc
         .read(pb::ReadRequest {
@@ -121,8 +122,8 @@ async fn client_cursors_page_forward_and_tails_report_what_was_left_out() {
         .await
         .unwrap()
         .into_inner();
-    assert_eq!(text(&r), "\n999\n1000\n");
-    assert_eq!(r.omitted_bytes, total - 10);
+    assert_eq!(text(&r), "999\n1000\n");
+    assert_eq!(r.omitted_bytes, total - 9);
     assert_eq!(offset(&r.omitted_from, pb::Stream::Stdout), 0);
     assert_eq!(offset(&r.next, pb::Stream::Stdout), total);
     // A cursor past the end is out of range.
@@ -159,4 +160,63 @@ async fn raw_reads_keep_escape_sequences() {
     );
     assert_eq!(read_all(&mut rpc, p.id, pb::Stream::Stdout, pb::Encoding::Text).await, b"100%\n");
     d.stop().await;
+}
+
+#[tokio::test]
+async fn pages_end_on_line_boundaries_and_the_cursor_continues_exactly() {
+    let d = TestDaemon::start().await;
+    let mut rpc = d.rpc();
+    let p = start_pipes(&mut rpc, "seq", &["1", "1000"]).await;
+    wait_exit(&mut rpc, p.id).await;
+    let expected: String = (1..=1000).map(|i| format!("{i}\n")).collect();
+    let mut got = String::new();
+    let mut cursor = None;
+    let mut pages = 0;
+    loop {
+        let req = pb::ReadRequest {
+            proc: by_id(p.id),
+            streams: vec![pb::Stream::Stdout.into()],
+            from: Some(pb::read_request::From::Cursor(cursor.clone().unwrap_or(pb::Cursor {
+                offsets: vec![pb::StreamOffset { stream: pb::Stream::Stdout.into(), offset: 0 }],
+            }))),
+            max_bytes: 100,
+            ..Default::default()
+        };
+        let r = rpc.read(req).await.unwrap().into_inner();
+        let page = text(&r);
+        if page.is_empty() {
+            break;
+        }
+        assert!(page.ends_with('\n'), "page {pages} splits a line: {page:?}");
+        got.push_str(&page);
+        cursor = r.next;
+        pages += 1;
+    }
+    assert_eq!(got, expected, "every byte exactly once across {pages} pages");
+    // The newest page (tail) starts on a line boundary too.
+    let req = pb::ReadRequest {
+        proc: by_id(p.id),
+        streams: vec![pb::Stream::Stdout.into()],
+        from: Some(pb::read_request::From::Tail(true)),
+        max_bytes: 100,
+        ..Default::default()
+    };
+    let tail = text(&rpc.read(req).await.unwrap().into_inner());
+    assert!(
+        expected.ends_with(&tail) && tail.lines().next().unwrap().parse::<u32>().unwrap() > 900,
+        "{tail:?}"
+    );
+    assert!(expected.contains(&format!("\n{tail}")), "the tail starts mid-line: {tail:?}");
+}
+
+#[tokio::test]
+async fn typed_input_reads_back_one_line_per_enter() {
+    let d = TestDaemon::start().await;
+    let mut rpc = d.rpc();
+    let p = start_pty(&mut rpc, "cat", &[], 24, 80).await;
+    for part in [&b"print(x)"[..], b"\r", b"input(\"name? \")\r", b"done\r\n"] {
+        write(&mut rpc, p.id, part).await;
+    }
+    let typed = read_all(&mut rpc, p.id, pb::Stream::Stdin, pb::Encoding::Text).await;
+    assert_eq!(String::from_utf8_lossy(&typed), "print(x)\ninput(\"name? \")\ndone\n");
 }

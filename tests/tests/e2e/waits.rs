@@ -248,9 +248,9 @@ async fn run_on_a_python_repl_returns_exactly_the_statements_output() {
         ..Default::default()
     };
     let r = rpc.run(run("print(6*7)")).await.unwrap().into_inner();
-    assert_eq!((r.reason(), r.output.as_str()), (pb::WaitReason::Prompt, "42\n"));
+    assert_eq!((r.reason(), r.output.as_str()), (pb::WaitReason::InputRequested, "42\n"));
     let r = rpc.run(run("for i in range(3): print(i)\n")).await.unwrap().into_inner();
-    assert_eq!(r.reason(), pb::WaitReason::Prompt, "{r:?}");
+    assert_eq!(r.reason(), pb::WaitReason::InputRequested, "{r:?}");
     assert!(r.output.ends_with("0\n1\n2\n"), "{:?}", r.output);
     d.stop().await;
 }

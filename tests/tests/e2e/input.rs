@@ -1,0 +1,226 @@
+//! Input state: runs and waits end the moment a program asks for input, on
+//! any prompt (its usual one or a question), from what the kernel says; a
+//! busy program is never taken for a waiting one; start-then-wait keeps the
+//! first line; waits share the "read new" position.
+
+use portal_proto::v1 as pb;
+use portal_tests::*;
+
+type Rpc = portal_proto::v1::portal_client::PortalClient<tonic::transport::Channel>;
+
+/// Types `input` and Enter and waits with the default completion.
+async fn run(rpc: &mut Rpc, id: u64, input: &str) -> pb::WaitResponse {
+    let req = pb::RunRequest { proc: by_id(id), input: input.into(), ..Default::default() };
+    bounded(&format!("run {input:?}"), rpc.run(req)).await.unwrap().into_inner()
+}
+
+/// Waits with the default completion from the "read new" position.
+async fn wait(rpc: &mut Rpc, id: u64) -> pb::WaitResponse {
+    wait_until(rpc, id, pb::WaitCondition::default()).await
+}
+
+async fn wait_until(rpc: &mut Rpc, id: u64, until: pb::WaitCondition) -> pb::WaitResponse {
+    let req = pb::WaitRequest { proc: by_id(id), until: Some(until), ..Default::default() };
+    bounded("wait", rpc.wait(req)).await.unwrap().into_inner()
+}
+
+fn asks(r: &pb::WaitResponse, prompt: &str) {
+    assert_eq!(r.reason(), pb::WaitReason::InputRequested, "{r:?}");
+    assert_eq!(r.prompt.trim_end(), prompt.trim_end(), "{r:?}");
+    assert_eq!(r.input_state(), pb::InputState::AwaitingInput, "{r:?}");
+    assert_eq!(r.input_source(), pb::InputSource::Kernel, "{r:?}");
+    assert!(
+        !r.output.contains(prompt.trim_end()) || prompt.trim().is_empty(),
+        "prompt left in the output: {r:?}"
+    );
+}
+
+#[tokio::test]
+async fn python_input_and_its_answer_each_end_on_the_new_prompt() {
+    let d = TestDaemon::start().await;
+    let mut rpc = d.rpc();
+    let p = start_pty(&mut rpc, "python3", &["-q"], 24, 80).await;
+    let first = wait(&mut rpc, p.id).await;
+    asks(&first, ">>> ");
+    let r = run(&mut rpc, p.id, "x = input('name? ')").await;
+    asks(&r, "name? ");
+    assert_eq!(r.output, "", "{r:?}");
+    let r = run(&mut rpc, p.id, "Ada").await;
+    asks(&r, ">>> ");
+    let r = run(&mut rpc, p.id, "print(x * 2)").await;
+    asks(&r, ">>> ");
+    assert_eq!(r.output, "AdaAda\n");
+    let inspected =
+        rpc.inspect(pb::InspectRequest { proc: by_id(p.id) }).await.unwrap().into_inner();
+    assert_eq!(inspected.input_state(), pb::InputState::AwaitingInput, "{inspected:?}");
+    assert_eq!(inspected.input_source(), pb::InputSource::Kernel);
+}
+
+#[tokio::test]
+async fn a_busy_statement_does_not_end_the_run_early() {
+    let d = TestDaemon::start().await;
+    let mut rpc = d.rpc();
+    let p = start_pty(&mut rpc, "python3", &["-q"], 24, 80).await;
+    asks(&wait(&mut rpc, p.id).await, ">>> ");
+    // Quiet for 3 s, but sleeping, not reading: the run must wait it out.
+    let r = run(&mut rpc, p.id, "import time; time.sleep(3); print('woke')").await;
+    asks(&r, ">>> ");
+    assert_eq!(r.output, "woke\n");
+    assert!(r.elapsed_ms >= 3000, "the run ended while the statement slept: {r:?}");
+}
+
+#[tokio::test]
+async fn gdb_quit_confirmation_is_a_prompt() {
+    let d = TestDaemon::start().await;
+    let mut rpc = d.rpc();
+    let p = start_pty(&mut rpc, "gdb", &["-q", "-nx", "--args", "sleep", "100"], 24, 80).await;
+    asks(&wait(&mut rpc, p.id).await, "(gdb) ");
+    let r = run(&mut rpc, p.id, "starti").await;
+    asks(&r, "(gdb) ");
+    assert!(r.output.contains("Program stopped"), "{r:?}");
+    let r = run(&mut rpc, p.id, "quit").await;
+    assert_eq!(r.reason(), pb::WaitReason::InputRequested, "{r:?}");
+    assert!(r.prompt.contains("(y or n)"), "{r:?}");
+    let r = run(&mut rpc, p.id, "y").await;
+    assert_eq!(r.reason(), pb::WaitReason::Exited, "{r:?}");
+}
+
+#[tokio::test]
+async fn sqlite_continuation_prompt_then_the_result() {
+    let d = TestDaemon::start().await;
+    let mut rpc = d.rpc();
+    let p = start_pty(&mut rpc, "sqlite3", &[":memory:"], 24, 80).await;
+    let first = wait(&mut rpc, p.id).await;
+    asks(&first, "sqlite> ");
+    let r = run(&mut rpc, p.id, "select 6 * 7").await;
+    assert_eq!(r.reason(), pb::WaitReason::InputRequested, "{r:?}");
+    assert_eq!(r.prompt.trim(), "...>", "{r:?}");
+    let r = run(&mut rpc, p.id, ";").await;
+    asks(&r, "sqlite> ");
+    assert_eq!(r.output, "42\n");
+}
+
+#[tokio::test]
+async fn read_prompts_in_a_portal_bash_and_secrets_are_handed_over() {
+    let d = TestDaemon::start().await;
+    let mut rpc = d.rpc();
+    let p = start_pty(&mut rpc, "bash", &["--norc", "--noprofile"], 24, 80).await;
+    let r = run(&mut rpc, p.id, "read -p 'Name: ' n").await;
+    asks(&r, "Name: ");
+    let r = run(&mut rpc, p.id, "Bob").await;
+    assert_eq!(r.reason(), pb::WaitReason::Prompt, "the shell's mark ends it: {r:?}");
+    let r = run(&mut rpc, p.id, "echo \"hi $n\"").await;
+    assert_eq!(r.output, "hi Bob\n");
+    assert_eq!(r.command_exit_code, Some(0));
+    let r = run(&mut rpc, p.id, "read -s -p 'Password: ' pw").await;
+    assert_eq!(r.reason(), pb::WaitReason::AwaitingSecret, "{r:?}");
+    assert_eq!(r.prompt, "Password: ");
+    assert_eq!(r.input_state(), pb::InputState::AwaitingSecret);
+    assert!(r.awaiting_secret);
+}
+
+#[tokio::test]
+async fn node_repl_waits_in_epoll_and_is_seen_waiting() {
+    let d = TestDaemon::start().await;
+    let mut rpc = d.rpc();
+    let p = start_pty(&mut rpc, "node", &[], 24, 80).await;
+    asks(&wait(&mut rpc, p.id).await, "> ");
+    let r = run(&mut rpc, p.id, "6 * 7").await;
+    asks(&r, "> ");
+    assert!(r.output.contains("42"), "{r:?}");
+}
+
+#[tokio::test]
+async fn a_prompt_without_a_newline_on_pipes_then_its_answer() {
+    let d = TestDaemon::start().await;
+    let mut rpc = d.rpc();
+    let script = "printf 'Continue? [y/N] '; read a; echo \"got $a\"; printf 'Again? '; read b";
+    let p = start_pipes(&mut rpc, "sh", &["-c", script]).await;
+    let r = wait(&mut rpc, p.id).await;
+    asks(&r, "Continue? [y/N] ");
+    let r = run(&mut rpc, p.id, "y").await;
+    asks(&r, "Again? ");
+    assert_eq!(r.output, "got y\n");
+}
+
+#[tokio::test]
+async fn start_then_wait_keeps_the_first_line_and_read_new_never_repeats() {
+    let d = TestDaemon::start().await;
+    let mut rpc = d.rpc();
+    let p = start_pipes(&mut rpc, "sh", &["-c", "echo first line; exec cat"]).await;
+    // The line is printed before this wait begins: it starts at the
+    // beginning of output because nobody has read it yet.
+    let r = wait(&mut rpc, p.id).await;
+    assert_eq!(r.reason(), pb::WaitReason::InputRequested, "{r:?}");
+    assert_eq!(r.output, "first line\n");
+    let r = run(&mut rpc, p.id, "echo me").await;
+    asks(&r, "");
+    assert_eq!(r.output, "echo me\n");
+    for _ in 0..2 {
+        let req = pb::ReadRequest {
+            proc: by_id(p.id),
+            from: Some(pb::read_request::From::ServerCursor(true)),
+            ..Default::default()
+        };
+        let read = rpc.read(req).await.unwrap().into_inner();
+        let text: usize = read.records.iter().map(|r| r.data.len()).sum();
+        assert_eq!(text, 0, "read_new repeated what the run returned: {read:?}");
+    }
+}
+
+#[tokio::test]
+async fn start_and_wait_for_the_exit_of_a_one_shot_command() {
+    let d = TestDaemon::start().await;
+    let mut rpc = d.rpc();
+    let p = start_pipes(&mut rpc, "sh", &["-c", "echo one; sleep 0.2; echo two; exit 3"]).await;
+    let until = pb::WaitCondition { input: Some(false), ..Default::default() };
+    let r = wait_until(&mut rpc, p.id, until).await;
+    assert_eq!(r.reason(), pb::WaitReason::Exited, "{r:?}");
+    assert_eq!(r.output, "one\ntwo\n");
+    assert_eq!(r.exit_code, Some(3));
+    assert_eq!(r.input_state(), pb::InputState::Exited);
+}
+
+#[tokio::test]
+async fn without_the_kernel_the_heuristic_decides_and_says_so() {
+    let d = TestDaemon::start_with(|c| c.kernel_input_state = false).await;
+    let mut rpc = d.rpc();
+    let script = "printf 'name? '; read a; echo \"hi $a\"; sleep 30";
+    let p = start_pipes(&mut rpc, "sh", &["-c", script]).await;
+    let r = wait(&mut rpc, p.id).await;
+    assert_eq!(r.reason(), pb::WaitReason::InputRequested, "{r:?}");
+    assert_eq!(r.prompt, "name? ");
+    assert_eq!(r.input_source(), pb::InputSource::Heuristic);
+    // A finished line and silence is not a prompt: the wait runs out.
+    let req = pb::RunRequest {
+        proc: by_id(p.id),
+        input: "x".into(),
+        until: Some(pb::WaitCondition {
+            input: Some(true),
+            timeout_ms: 1500,
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let r = bounded("run", rpc.run(req)).await.unwrap().into_inner();
+    assert_eq!(r.reason(), pb::WaitReason::Timeout, "{r:?}");
+    assert_eq!(r.output, "hi x\n");
+    assert_eq!(r.input_state(), pb::InputState::Idle);
+}
+
+#[tokio::test]
+async fn a_full_screen_program_answers_with_its_screen() {
+    let d = TestDaemon::start().await;
+    let mut rpc = d.rpc();
+    let lines: Vec<String> = (1..=200).map(|i| format!("line {i}")).collect();
+    let file = d.dir.path().join("lines.txt");
+    std::fs::write(&file, lines.join("\n")).unwrap();
+    let p = start_pty(&mut rpc, "less", &[file.to_str().unwrap()], 24, 80).await;
+    let r = wait(&mut rpc, p.id).await;
+    assert_eq!(r.reason(), pb::WaitReason::InputRequested, "{r:?}");
+    let r = run(&mut rpc, p.id, "/line 150").await;
+    assert_eq!(r.reason(), pb::WaitReason::InputRequested, "{r:?}");
+    assert!(r.output_is_screen, "{r:?}");
+    assert!(r.output.starts_with("line 150"), "{r:?}");
+    assert!(r.output.lines().count() <= 24, "one screen, not every redraw: {r:?}");
+}
