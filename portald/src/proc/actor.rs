@@ -276,6 +276,11 @@ struct InputWatch {
 /// shows the state; waits always probe afresh).
 const SWEEP_SCAN_AGE: Duration = Duration::from_millis(250);
 
+/// How old the shared scan of `/proc` may be when a wait or inspect asks: a
+/// scan of every process costs milliseconds on a busy machine, and a wait
+/// polls every 10 ms. A group the scan never saw is scanned for at once.
+const WAIT_SCAN_AGE: Duration = Duration::from_millis(100);
+
 /// A sweep re-probes a waiting or idle program that saw no input or output
 /// only this often: nothing it does silently matters sooner.
 const QUIET_REPROBE: Duration = Duration::from_secs(5);
@@ -516,7 +521,7 @@ impl ProcActor {
     /// Takes the mark that later probes compare with, just before a write.
     fn mark_before_input(&mut self) {
         let mark = match (self.input_watch.target, self.input_scope()) {
-            (Some(target), Some(scope)) => Some(probe::probe(scope, target, Duration::ZERO).mark),
+            (Some(_), Some(scope)) => Some(probe::mark(scope)),
             _ => None,
         };
         self.input_watch.baseline = mark;
@@ -671,7 +676,7 @@ impl ProcActor {
                 let _ = reply.send(res);
             }
             ProcRequest::InputState { reply } => {
-                let _ = reply.send(self.input_report(Duration::ZERO));
+                let _ = reply.send(self.input_report(WAIT_SCAN_AGE));
             }
             ProcRequest::SecretPrompt { reply } => {
                 let _ = reply.send(self.exit.is_none() && self.check_secret_prompt());

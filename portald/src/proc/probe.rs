@@ -9,11 +9,12 @@
 //! the program's memory (`/proc/<pid>/mem`, allowed because portald is the
 //! program's ancestor), `epoll` sets from `/proc/<pid>/fdinfo/<epfd>`.
 //!
-//! A probe also returns a *mark*: a hash of every task and how many times it
-//! has been scheduled. The actor takes a mark before each write; a later
-//! probe with another mark saw the program wake (and sleep again) after that
-//! input, which is how "it waits for input *again*" is told apart from "the
-//! input has not reached it yet".
+//! A probe also returns a *mark*: the group, and its leader's main thread
+//! with how many times it has been scheduled. The actor takes a mark before
+//! each write ([`mark`]: a few small reads, no scan); a later probe with
+//! another mark saw the program wake (and sleep again) after that input,
+//! which is how "it waits for input *again*" is told apart from "the input
+//! has not reached it yet".
 //!
 //! Everything here is plain file reading; nothing is `unsafe`. Where the
 //! kernel cannot be asked (no `/proc`, permission denied), the verdict is
@@ -185,10 +186,10 @@ pub(crate) fn parse_fdset(raw: &[u8], nfds: u64) -> Vec<i64> {
 /// sweep, not once per process).
 pub(crate) fn probe(scope: Scope, target: InputTarget, max_age: Duration) -> Probe {
     let members = members(scope, max_age);
-    let mut hasher = DefaultHasher::new();
+    let mark = mark(scope);
     if members.is_empty() {
         // The group is changing hands (a job starting or ending).
-        return Probe { verdict: Verdict::Running, mark: hasher.finish() };
+        return Probe { verdict: Verdict::Running, mark };
     }
     let mut running = false;
     let mut input = false;
@@ -203,8 +204,6 @@ pub(crate) fn probe(scope: Scope, target: InputTarget, max_age: Duration) -> Pro
             else {
                 continue;
             };
-            tid.hash(&mut hasher);
-            schedule_count(&base).hash(&mut hasher);
             match stat.state {
                 'R' => running = true,
                 'Z' | 'X' | 'x' => continue,
@@ -231,7 +230,27 @@ pub(crate) fn probe(scope: Scope, target: InputTarget, max_age: Duration) -> Pro
     } else {
         Verdict::Other
     };
-    Probe { verdict, mark: hasher.finish() }
+    Probe { verdict, mark }
+}
+
+/// The scope and its leader's main thread with its schedule count: changes
+/// when the leader ran, or when another group took the terminal. One small
+/// read, taken before every write: REPLs, shells and debuggers read their
+/// input on the main thread.
+pub(crate) fn mark(scope: Scope) -> u64 {
+    let mut hasher = DefaultHasher::new();
+    let leader = match scope {
+        Scope::Group(pgrp) => {
+            (0u8, pgrp).hash(&mut hasher);
+            pgrp
+        }
+        Scope::Session(leader) => {
+            (1u8, leader).hash(&mut hasher);
+            leader
+        }
+    };
+    schedule_count(&format!("/proc/{leader}")).hash(&mut hasher);
+    hasher.finish()
 }
 
 /// How many times the task has been put on a CPU (`schedstat`'s third field;
@@ -255,7 +274,14 @@ static TABLE: Mutex<Option<Table>> = Mutex::new(None);
 /// The pids in `scope`, from a scan at most `max_age` old.
 fn members(scope: Scope, max_age: Duration) -> Vec<u32> {
     let mut table = TABLE.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-    let fresh = table.as_ref().is_some_and(|t| t.at.elapsed() <= max_age && !max_age.is_zero());
+    let key = match scope {
+        Scope::Group(g) => g,
+        Scope::Session(leader) => leader,
+    };
+    // A scope the last scan never saw (a new job) is scanned for at once.
+    let fresh = table
+        .as_ref()
+        .is_some_and(|t| t.at.elapsed() <= max_age && t.rows.iter().any(|(pid, ..)| *pid == key));
     if !fresh {
         let rows = sys::all_pids()
             .into_iter()

@@ -16,7 +16,10 @@
 //!    paging all of it back (the daemon keeps up to 2 GiB per process for
 //!    this; retention has its own tests);
 //! 6. cold start: shim start to its first `tools/list` answer, with the
-//!    daemon running and with the daemon auto-started.
+//!    daemon running and with the daemon auto-started;
+//! 7. prompts: for python3, gdb and sqlite3 through the MCP shim, the time
+//!    from the program printing its prompt (the log's timestamp of that
+//!    output) to `process_run` returning with `input_requested`.
 //!
 //! It prints one table (or `--json`) with PASS/MISS against Portal's
 //! targets. `--smoke` runs every section at a tiny size (for CI: it proves
@@ -47,7 +50,7 @@ struct Args {
     /// Print JSON instead of a table.
     #[arg(long)]
     json: bool,
-    /// Run only these sections (capture, or pty-capture / pipe-capture alone; rtt, scale, memory, cold).
+    /// Run only these sections (capture, or pty-capture / pipe-capture alone; rtt, scale, memory, cold, prompt).
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
 }
@@ -62,6 +65,7 @@ struct Sizes {
     busy_bytes: u64,
     memory_bytes: u64,
     cold_tries: usize,
+    prompt_tries: usize,
 }
 
 impl Sizes {
@@ -76,6 +80,7 @@ impl Sizes {
                 busy_bytes: 256 << 10,
                 memory_bytes: 4 << 20,
                 cold_tries: 2,
+                prompt_tries: 3,
             }
         } else {
             Self {
@@ -87,6 +92,7 @@ impl Sizes {
                 busy_bytes: 2 << 20,
                 memory_bytes: 1 << 30,
                 cold_tries: 10,
+                prompt_tries: 50,
             }
         }
     }
@@ -585,6 +591,77 @@ async fn shim_rtt(d: &Daemon, id: u64, tries: usize) -> anyhow::Result<Vec<f64>>
     Ok(times)
 }
 
+/// Prompt printed → `process_run` returns, through the shim, per program.
+async fn prompts(d: &Daemon, sizes: &Sizes, rows: &mut Vec<Row>) -> anyhow::Result<()> {
+    let programs: [(&str, &[&str], &str); 3] = [
+        ("python3", &["-q"], "print(1)"),
+        ("gdb", &["-q", "-nx"], "print 1"),
+        ("sqlite3", &[":memory:"], "select 1;"),
+    ];
+    let mut child = spawn_shim(&d.socket, &d.dir.path().join("data"))?;
+    let client = connect_shim(&mut child).await?;
+    let mut rpc = d.rpc();
+    for (program, args, statement) in programs {
+        let started = call(
+            &client,
+            "process_start",
+            json!({"command": program, "args": args, "pty": true, "wait": "input"}),
+        )
+        .await?;
+        anyhow::ensure!(
+            started["wait"]["reason"] == "input_requested",
+            "{program} did not reach its prompt: {started}"
+        );
+        let id = started["process"]["id"].as_u64().context("process id")?;
+        let mut times = Vec::with_capacity(sizes.prompt_tries);
+        for i in 0..sizes.prompt_tries {
+            let r = call(&client, "process_run", json!({"id": id, "input": statement})).await?;
+            let returned = wall_ns();
+            anyhow::ensure!(r["reason"] == "input_requested", "{program} run {i}: {r}");
+            // When the prompt was read from the program: the newest record.
+            let tail = rpc
+                .read(pb::ReadRequest {
+                    proc: by_id(id),
+                    from: Some(pb::read_request::From::Tail(true)),
+                    max_bytes: 256,
+                    encoding: pb::Encoding::Raw.into(),
+                    ..Default::default()
+                })
+                .await?
+                .into_inner();
+            let printed = tail.records.last().context("no output")?.ts_ns;
+            #[allow(clippy::cast_precision_loss, reason = "nanoseconds of a short interval")]
+            times.push((returned - printed) as f64 / 1e6);
+        }
+        rpc.kill(pb::KillRequest { proc: by_id(id) }).await?;
+        rpc.cleanup(pb::CleanupRequest { proc: by_id(id) }).await?;
+        times.sort_by(f64::total_cmp);
+        rows.push(row(
+            format!("{program}: prompt printed → process_run returns, median"),
+            percentile(&times, 0.5),
+            None,
+            "ms",
+            Some(Target::Max(50.0)),
+        ));
+        rows.push(row(
+            format!("{program}: prompt printed → process_run returns, p99"),
+            percentile(&times, 0.99),
+            None,
+            "ms",
+            None,
+        ));
+    }
+    drop(client);
+    Ok(())
+}
+
+/// Wall-clock time in ns since the Unix epoch (the log's `ts_ns` clock).
+fn wall_ns() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX))
+}
+
 async fn scale(d: &Daemon, sizes: &Sizes, rows: &mut Vec<Row>) -> anyhow::Result<()> {
     let mut rpc = d.rpc();
     let before = status_kb(d.pid(), "VmRSS");
@@ -845,6 +922,9 @@ fn main() -> anyhow::Result<()> {
         }
         if want("cold") {
             cold(&d, &sizes, &mut rows).await.context("cold start")?;
+        }
+        if want("prompt") {
+            prompts(&d, &sizes, &mut rows).await.context("prompts")?;
         }
         d.stop().await?;
         anyhow::Ok(rows)
