@@ -283,7 +283,7 @@ pub(crate) struct Until {
     /// true when no pattern, settle_ms or screen_stable is given; false with
     /// nothing else waits for the exit.
     #[serde(default)]
-    pub(crate) input: Option<bool>,
+    pub(crate) on_input: Option<bool>,
     /// On a full-screen program, return the output stream instead of the
     /// rendered screen.
     #[serde(default = "default_false")]

@@ -111,7 +111,8 @@ impl ProcessInfo {
 pub(crate) struct Started {
     /// The new process.
     pub(crate) process: ProcessInfo,
-    /// Where its output begins: a cursor for process_read or process_wait.
+    /// Where its output begins (a cursor for process_read); after a `wait`,
+    /// continue from `wait.cursor` instead.
     pub(crate) cursor: String,
     /// The outcome of `wait`, when one was asked for.
     pub(crate) wait: Option<Waited>,
@@ -639,7 +640,7 @@ impl Waited {
         if self.output_is_screen {
             out.insert_str(0, "--- screen (full-screen program) ---\n");
         }
-        if let Some(p) = &self.prompt {
+        if let Some(p) = self.prompt.as_ref().filter(|_| !self.output_is_screen) {
             let _ = writeln!(out, "{p}");
         }
         let mut status = format!("[{}", self.reason);
@@ -648,6 +649,9 @@ impl Waited {
         }
         if self.reason == "input_requested" {
             status.push_str(": it waits for input; answer with process_run");
+            if self.bytes == 0 {
+                status.push_str(" · no new output");
+            }
         }
         if let Some(code) = self.command_exit_code {
             let _ = write!(status, " · command exit {code}");
@@ -680,6 +684,9 @@ impl Waited {
                 self.effective_timeout_ms,
                 if self.timeout_clamped { " (the server's ceiling)" } else { "" }
             );
+            if self.input_state == "idle" && self.bytes == 0 {
+                status.push_str("\n[it printed nothing and is idle: not reading input (a server, a sleep); wait for a pattern it will print, or settle_ms]");
+            }
         }
         out.push_str(&status);
         out

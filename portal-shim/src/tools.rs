@@ -88,7 +88,7 @@ fn condition(u: &Until) -> pb::WaitCondition {
         max_bytes: u.max_bytes.unwrap_or(0),
         timeout_ms: u.timeout_ms.unwrap_or(0),
         snapshot: u.snapshot,
-        input: u.input,
+        input: u.on_input,
         raw_output: u.raw_output,
     }
 }
@@ -153,7 +153,7 @@ pub(crate) fn tool_table() -> Vec<Tool> {
             "process_start",
             "Start a process",
             Kind::OpenWorld,
-            "Start a program (exec'd directly, no shell) on a PTY or on pipes; it keeps running in portald across client restarts. Call program_query first. Returns the process id, pid and status; next, read with process_read_new (or process_screen for full-screen programs) and type with process_write.",
+            "Start a program (exec'd directly, no shell) on a PTY or on pipes; it keeps running in portald across client restarts. Call program_query first. With wait: \"input\" returns at its first prompt, \"exit\" returns a one-shot command's output and exit code, or a text to wait for (output from the first byte). Returns the id, pid, status and a cursor; then process_run to type commands.",
         ),
         tool::<ReadArgs, Output>(
             "process_read",
@@ -183,13 +183,13 @@ pub(crate) fn tool_table() -> Vec<Tool> {
             "process_list",
             "List processes",
             Kind::ReadOnly,
-            "List every managed process (running and ended, until cleanup) with status, exit, idle time and output bytes. Use it to find ids; process_inspect gives details.",
+            "List every managed process (running and ended, until cleanup) with status, input_state (running, awaiting_input, awaiting_secret, idle, exited), exit, idle time and output bytes. Use it to find ids; process_inspect gives details.",
         ),
         tool::<IdArgs, Inspected>(
             "process_inspect",
             "Inspect a process",
             Kind::ReadOnly,
-            "Show one process: command, args, cwd, env overrides, status, exit code or signal, timeout, idle time and byte counts.",
+            "Show one process: command, args, cwd, env overrides, status, input_state (asked of the kernel now), exit code or signal, timeout, idle time and byte counts.",
         ),
         tool::<IdArgs, Inspected>(
             "process_kill",
@@ -225,13 +225,13 @@ pub(crate) fn tool_table() -> Vec<Tool> {
             "process_wait",
             "Wait for output, quiet, a screen or the exit",
             Kind::ReadOnly,
-            "Block until the first of: `pattern` appears (or a `stop` pattern: fast failure), output settles (settle_ms, default 750 when no pattern), the screen stops changing (screen_stable), the process exits, the byte cap, or the timeout (default 30 s, at most about 50 s per call). Starts now unless given a cursor. Returns the reason, the new output and a cursor; a timeout is a result: call again with the cursor. Wait, don't poll.",
+            "Block until the first of: the program waits for input (default; reason input_requested with the `prompt`), `pattern` appears (or a `stop` pattern: fast failure), output settles (settle_ms), the screen stops changing (screen_stable), the process exits, the byte cap, or the timeout (default 30 s, at most about 50 s per call). Without a cursor it starts where the last read_new/wait/run stopped. Returns the reason, the new output and a cursor; a timeout is a result: call again. Wait, don't poll.",
         ),
         tool::<RunArgs, Waited>(
             "process_run",
             "Type a command and wait for its result",
             Kind::OpenWorld,
-            "Type `input` (then Enter) and wait for the result in one call, with no output missed. In a bash started by Portal it returns exactly when the command finished, with its exit status (command_exit_code); in a REPL (python, psql, gdb) when the prompt comes back, with the statement's output alone; otherwise when output settles. Add pattern/stop/settle_ms to decide yourself. Prefer it over process_write + reads.",
+            "Type `input` (then Enter) and wait for the result in one call, with no output missed. Returns when the program waits for input again, on any prompt (reason input_requested, the `prompt` it shows, the output without echo or prompt; awaiting_secret for passwords), or exits; a busy program never ends it early. In a bash started by Portal: when the command finished, with command_exit_code. Full-screen programs return their screen. Add pattern/stop/settle_ms to decide yourself. Prefer it over process_write + reads.",
         ),
         tool::<SendKeysArgs, KeysSent>(
             "process_send_keys",
@@ -425,14 +425,18 @@ impl Shim {
                 .collect(),
         };
         let cursor = results::cursor_string(Some(&from));
-        let mut text = format!(
-            "Process started. ID={}, OS_PID={}, status={}{}",
-            process.id,
-            process.pid,
-            process.status,
-            if process.pty { " (pty; read with process_read_new or process_screen)" } else { "" }
-        );
         let Some(wait) = a.wait else {
+            let text = format!(
+                "Process started. ID={}, OS_PID={}, status={}{}",
+                process.id,
+                process.pid,
+                process.status,
+                if process.pty {
+                    " (pty; read with process_read_new or process_screen)"
+                } else {
+                    ""
+                }
+            );
             return ok(text, &Started { process, cursor, wait: None });
         };
         let mut until = pb::WaitCondition {
@@ -464,8 +468,18 @@ impl Shim {
         });
         let r = self.with_progress(&progress, "waiting", Some(id), call).await?;
         let w = Waited::new(id, r, false);
-        text.push('\n');
-        text.push_str(&w.text());
+        // The process as it is now, after the wait.
+        let process = match self
+            .call(Some(id), |mut c| async move {
+                c.inspect(pb::InspectRequest { proc: by_id(id) }).await
+            })
+            .await
+        {
+            Ok(p) => ProcessInfo::from(&p),
+            Err(_) => process,
+        };
+        let text =
+            format!("Process started. ID={}, OS_PID={}\n{}", process.id, process.pid, w.text());
         ok(text, &Started { process, cursor, wait: Some(w) })
     }
 

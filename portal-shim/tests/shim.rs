@@ -446,6 +446,7 @@ async fn run_wait_and_send_keys_tools() {
     assert_eq!(s["wait"]["reason"], json!("input_requested"), "{text}");
     assert_eq!(s["wait"]["prompt"], json!(">>> "), "{text}");
     assert_eq!(s["cursor"], json!("stdout:0"));
+    assert_eq!(s["process"]["input_state"], json!("awaiting_input"), "the process as it is now");
     let (text, s) = shim.ok("process_run", json!({"id": id, "input": "print(6*7)"})).await;
     assert_eq!(
         (s["reason"].clone(), s["output"].clone(), s["prompt"].clone()),

@@ -64,6 +64,15 @@ fn input_poll(since_activity: Duration) -> Duration {
     }
 }
 
+/// After a Portal bash's "command finished" mark, how long a run waits for
+/// the shell to read again (its prompt drawn): PROMPT_COMMAND and PS1 take
+/// milliseconds; a slow rc hook does not hold the result back longer.
+const SHELL_PROMPT_GRACE: Duration = Duration::from_millis(500);
+
+/// Longest bare continuation prompt (`...`, `>`) taken for the echo of a
+/// blank line typed inside a block.
+const MAX_BARE_PROMPT_CHARS: usize = 4;
+
 /// Longest prompt recognised for runs.
 const MAX_PROMPT_CHARS: usize = 64;
 
@@ -363,6 +372,7 @@ async fn wait_with(
     let mut screen_dirty = screen_needed;
     let mut input_check: Option<Instant> = spec.input.then(|| start + input::QUIET);
     let mut input_seen: Option<InputReport> = None;
+    let mut shell_done_at: Option<Instant> = None;
     let mut matched_at_entry = false;
     let mut result: Option<(WaitReason, Option<Match>)> = None;
     let mut command_exit = None;
@@ -387,7 +397,7 @@ async fn wait_with(
 
     while result.is_none() {
         let settle_at = spec.settle.filter(|_| !spec.screen_stable).map(|s| last_output + s);
-        let next_timer = [Some(deadline), settle_at, input_check]
+        let next_timer = [Some(deadline), settle_at, input_check, shell_done_at]
             .into_iter()
             .flatten()
             .min()
@@ -399,7 +409,7 @@ async fn wait_with(
                     let i = rec.stream.index();
                     w.pos[i] = rec.offset + rec.length;
                     last_output = Instant::now();
-                    if spec.input {
+                    if spec.input || shell_done_at.is_some() {
                         input_check = Some(last_output + input::QUIET);
                     }
                     screen_dirty = screen_needed;
@@ -429,7 +439,13 @@ async fn wait_with(
                                     }
                                     command_exit = mark.exit_code;
                                     cut_at = Some(mark.at);
-                                    result = Some((WaitReason::Prompt, None));
+                                    // The command finished; the shell now
+                                    // draws its prompt. Wait (briefly) until
+                                    // it reads again, so the result carries
+                                    // the prompt and a true input state.
+                                    let now = Instant::now();
+                                    shell_done_at = Some(now + SHELL_PROMPT_GRACE);
+                                    input_check = Some(now + input::QUIET);
                                     break;
                                 }
                             }
@@ -455,6 +471,8 @@ async fn wait_with(
                 let now = Instant::now();
                 if now >= deadline {
                     result = Some((WaitReason::Timeout, None));
+                } else if shell_done_at.is_some_and(|t| now >= t) {
+                    result = Some((WaitReason::Prompt, None));
                 } else if settle_at.is_some_and(|t| now >= t) {
                     result = Some((WaitReason::Settled, None));
                 } else if input_check.is_some_and(|t| now >= t) {
@@ -463,7 +481,9 @@ async fn wait_with(
                         // in hand: the prompt belongs in this result.
                         Some(r) if r.state.wants_input() && caught_up(h, &spec.streams, &w.pos) => {
                             input_seen = Some(r);
-                            let reason = if r.state == InputState::AwaitingSecret {
+                            let reason = if shell_done_at.is_some() {
+                                WaitReason::Prompt
+                            } else if r.state == InputState::AwaitingSecret {
                                 WaitReason::AwaitingSecret
                             } else {
                                 WaitReason::InputRequested
@@ -502,8 +522,13 @@ async fn wait_with(
     }
     let (reason, matched) = result.unwrap_or((WaitReason::Timeout, None));
     let mut output = std::mem::take(&mut w.hay);
+    let mut after_mark = String::new();
     if let Some(at) = cut_at {
-        output.truncate(w.local(at).min(output.len()));
+        let mut at = w.local(at).min(output.len());
+        while !output.is_char_boundary(at) {
+            at -= 1;
+        }
+        after_mark = output.split_off(at);
     }
     let mut truncated = w.dropped > 0;
     if output.len() > bound {
@@ -515,7 +540,10 @@ async fn wait_with(
         truncated = true;
     }
     let mut prompt = String::new();
-    if matches!(reason, WaitReason::InputRequested | WaitReason::AwaitingSecret) {
+    if reason == WaitReason::Prompt {
+        // The shell's prompt, drawn after its "command finished" mark.
+        prompt = take_prompt(&mut after_mark);
+    } else if matches!(reason, WaitReason::InputRequested | WaitReason::AwaitingSecret) {
         prompt = take_prompt(&mut output);
         if prompt.is_empty() {
             prompt = current_prompt(h).await?.unwrap_or_default();
@@ -669,22 +697,43 @@ pub(crate) async fn run(
     }
     let mut out =
         wait_with(h, cx, spec, completion.clone(), Entry::AfterInput, Some(attachment)).await?;
-    // The echo of the typed line is not the command's output. Input typed
-    // before a shell shows its prompt is echoed twice: by the terminal, then
-    // by readline after the prompt.
-    let first_line = input.lines().next().unwrap_or("").trim();
-    if h.screen.is_some() && !first_line.is_empty() && !out.output_is_screen {
-        for _ in 0..2 {
-            match out.output.find('\n') {
-                Some(nl) if out.output[..nl].contains(first_line) => {
-                    out.output.drain(..=nl);
-                }
-                _ => break,
-            }
-        }
+    if h.screen.is_some() && !out.output_is_screen {
+        strip_echo(&mut out.output, input);
     }
     consumed(h, &out);
     Ok(out)
+}
+
+/// Removes the terminal's echo of the typed lines from the front of a run's
+/// output: the command's output is what follows. Each typed line is echoed
+/// on its own line, after a continuation prompt for the later lines of a
+/// block (`... print(i)`; a blank line echoes as the bare prompt). Input
+/// typed before a shell shows its prompt is echoed twice: by the terminal,
+/// then by readline after the prompt.
+fn strip_echo(output: &mut String, input: &str) {
+    // Every line typed, a trailing blank one included (it ends a block).
+    let typed: Vec<&str> = input.split('\n').map(str::trim).collect();
+    let Some(first) = typed.first().copied().filter(|l| !l.is_empty()) else { return };
+    let mut next = 0;
+    let mut repeated_first = false;
+    while let Some(nl) = output.find('\n') {
+        let line = output[..nl].trim_end();
+        let echoes = |want: &str| {
+            if want.is_empty() {
+                line.trim().chars().count() <= MAX_BARE_PROMPT_CHARS
+            } else {
+                line.contains(want)
+            }
+        };
+        if next < typed.len() && echoes(typed[next]) {
+            next += 1;
+        } else if next == 1 && !repeated_first && line.contains(first) {
+            repeated_first = true;
+        } else {
+            break;
+        }
+        output.drain(..=nl);
+    }
 }
 
 /// One item of a key send.

@@ -20,6 +20,11 @@ pub(crate) const QUIET: Duration = Duration::from_millis(15);
 /// the kernel's delivery latency, even on a loaded machine.
 pub(crate) const DELIVERY: Duration = Duration::from_millis(250);
 
+/// A program that printed this recently and now sleeps on something other
+/// than input (a loop printing every second, a build between steps) is
+/// still working, not idle.
+pub(crate) const IDLE_QUIET: Duration = Duration::from_secs(2);
+
 /// Where the kernel cannot be asked, output must be quiet this long with the
 /// cursor after text before a program counts as waiting (a guess).
 pub(crate) const HEURISTIC_QUIET: Duration = Duration::from_millis(500);
@@ -126,13 +131,15 @@ pub(crate) fn decide(f: &Facts) -> InputReport {
             }
         }
         Some((Verdict::Other, _)) => {
-            kernel(if f.since_output < QUIET { InputState::Running } else { InputState::Idle })
+            kernel(if f.since_output < IDLE_QUIET { InputState::Running } else { InputState::Idle })
         }
         Some((Verdict::Unknown, _)) | None => {
             let state = if f.pending || f.since_output < HEURISTIC_QUIET {
                 InputState::Running
             } else if f.unterminated || f.secret {
                 waiting
+            } else if f.since_output < IDLE_QUIET {
+                InputState::Running
             } else {
                 InputState::Idle
             };
@@ -160,7 +167,10 @@ mod tests {
     #[test]
     fn the_kernel_decides_and_silence_alone_never_means_waiting() {
         assert_eq!(decide(&facts(Some(Verdict::Input))).state, InputState::AwaitingInput);
-        assert_eq!(decide(&facts(Some(Verdict::Other))).state, InputState::Idle);
+        let ticking = Facts { since_output: Duration::from_secs(1), ..facts(Some(Verdict::Other)) };
+        assert_eq!(decide(&ticking).state, InputState::Running, "a loop printing every second");
+        let quiet = Facts { since_output: IDLE_QUIET, ..facts(Some(Verdict::Other)) };
+        assert_eq!(decide(&quiet).state, InputState::Idle);
         assert_eq!(decide(&facts(Some(Verdict::Running))).state, InputState::Running);
         let secret = Facts { secret: true, ..facts(Some(Verdict::Input)) };
         assert_eq!(decide(&secret).state, InputState::AwaitingSecret);
@@ -192,7 +202,11 @@ mod tests {
             r,
             InputReport { state: InputState::AwaitingInput, source: InputSource::Heuristic }
         );
-        let line_done = Facts { unterminated: false, ..facts(Some(Verdict::Unknown)) };
+        let line_done = Facts {
+            unterminated: false,
+            since_output: IDLE_QUIET,
+            ..facts(Some(Verdict::Unknown))
+        };
         assert_eq!(decide(&line_done).state, InputState::Idle);
         let recent = Facts { since_output: Duration::from_millis(100), ..facts(None) };
         assert_eq!(decide(&recent).state, InputState::Running);

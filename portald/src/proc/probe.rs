@@ -10,7 +10,7 @@
 //! program's ancestor), `epoll` sets from `/proc/<pid>/fdinfo/<epfd>`.
 //!
 //! A probe also returns a *mark*: the group, and its leader's main thread
-//! with how many times it has been scheduled. The actor takes a mark before
+//! with how many times it has left a CPU. The actor takes a mark before
 //! each write ([`mark`]: a few small reads, no scan); a later probe with
 //! another mark saw the program wake (and sleep again) after that input,
 //! which is how "it waits for input *again*" is told apart from "the input
@@ -61,7 +61,8 @@ pub(crate) enum Verdict {
     Input,
     /// Every task sleeps on something else (a timer, the network, a child).
     Other,
-    /// The kernel could not be asked.
+    /// The kernel could not be asked, or the program relays its input to
+    /// a socket (ssh): the program that matters runs elsewhere.
     Unknown,
 }
 
@@ -70,7 +71,7 @@ pub(crate) enum Verdict {
 pub(crate) struct Probe {
     /// The answer.
     pub(crate) verdict: Verdict,
-    /// Hash of every task and its schedule count: changes when any task ran.
+    /// Hash of the group and its leader's context switches ([`mark`]).
     pub(crate) mark: u64,
 }
 
@@ -194,6 +195,7 @@ pub(crate) fn probe(scope: Scope, target: InputTarget, max_age: Duration) -> Pro
     let mut running = false;
     let mut input = false;
     let mut unknown = false;
+    let mut relay = false;
     for pid in members {
         let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else { continue };
         for tid in tasks.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok()) {
@@ -212,8 +214,10 @@ pub(crate) fn probe(scope: Scope, target: InputTarget, max_age: Duration) -> Pro
             match std::fs::read_to_string(format!("{base}/syscall")).map(|t| parse_syscall(&t)) {
                 Ok(Some(Syscall::Running)) => running = true,
                 Ok(Some(Syscall::Blocked { nr, args })) => {
-                    if watches_input(pid, tid, nr, args, target) {
-                        input = true;
+                    match watches_input(pid, tid, nr, args, target) {
+                        Waits::Input => input = true,
+                        Waits::Relay => relay = true,
+                        Waits::Other => {}
                     }
                 }
                 Ok(Some(Syscall::NotInCall)) => {}
@@ -225,7 +229,7 @@ pub(crate) fn probe(scope: Scope, target: InputTarget, max_age: Duration) -> Pro
         Verdict::Running
     } else if input {
         Verdict::Input
-    } else if unknown {
+    } else if unknown || relay {
         Verdict::Unknown
     } else {
         Verdict::Other
@@ -233,8 +237,9 @@ pub(crate) fn probe(scope: Scope, target: InputTarget, max_age: Duration) -> Pro
     Probe { verdict, mark }
 }
 
-/// The scope and its leader's main thread with its schedule count: changes
-/// when the leader ran, or when another group took the terminal. One small
+/// The scope and its leader's main thread with its context switches:
+/// changes when the leader ran and slept again, or when another group took
+/// the terminal. One small
 /// read, taken before every write: REPLs, shells and debuggers read their
 /// input on the main thread.
 pub(crate) fn mark(scope: Scope) -> u64 {
@@ -253,13 +258,21 @@ pub(crate) fn mark(scope: Scope) -> u64 {
     hasher.finish()
 }
 
-/// How many times the task has been put on a CPU (`schedstat`'s third field;
-/// 0 when unavailable, which only weakens the mark).
+/// How many times the task has gone off a CPU (voluntary and involuntary
+/// context switches from `status`; 0 when unavailable, which only weakens
+/// the mark). Counting switches *off* the CPU matters: a mark taken while
+/// the program still runs (busy with the previous write) must change when
+/// it finally sleeps, even if it never slept in between.
 fn schedule_count(task: &str) -> u64 {
-    std::fs::read_to_string(format!("{task}/schedstat"))
-        .ok()
-        .and_then(|t| t.split_ascii_whitespace().nth(2)?.parse().ok())
-        .unwrap_or(0)
+    let Ok(status) = std::fs::read_to_string(format!("{task}/status")) else { return 0 };
+    status
+        .lines()
+        .filter(|l| {
+            l.starts_with("voluntary_ctxt_switches:")
+                || l.starts_with("nonvoluntary_ctxt_switches:")
+        })
+        .filter_map(|l| l.split_ascii_whitespace().nth(1)?.parse::<u64>().ok())
+        .sum()
 }
 
 /// Every process's group and session, as of `at`.
@@ -304,8 +317,21 @@ fn members(scope: Scope, max_age: Duration) -> Vec<u32> {
         .unwrap_or_default()
 }
 
-/// Whether a task blocked in call `nr` waits to read `target`.
-fn watches_input(pid: u32, tid: u32, nr: u64, args: [u64; 6], target: InputTarget) -> bool {
+/// What a blocked task waits for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Waits {
+    /// Not the input.
+    Other,
+    /// The input, and nothing that speaks for another program.
+    Input,
+    /// The input and a socket at once: a relay (ssh, `docker exec`) whose
+    /// real program is elsewhere, so the kernel cannot say whether *that*
+    /// program waits.
+    Relay,
+}
+
+/// What a task blocked in call `nr` waits to read.
+fn watches_input(pid: u32, tid: u32, nr: u64, args: [u64; 6], target: InputTarget) -> Waits {
     let fds: Vec<i64> = if nr::READS.contains(&nr) {
         vec![i64::try_from(args[0]).unwrap_or(-1)]
     } else if nr::SELECTS.contains(&nr) {
@@ -327,9 +353,22 @@ fn watches_input(pid: u32, tid: u32, nr: u64, args: [u64; 6], target: InputTarge
             .map(|t| parse_epoll_fds(&t))
             .unwrap_or_default()
     } else {
-        return false;
+        return Waits::Other;
     };
-    fds.into_iter().any(|fd| is_input(pid, fd, target))
+    let mut input = false;
+    let mut socket = false;
+    for fd in fds {
+        match fd_kind(pid, fd, target) {
+            FdKind::Input => input = true,
+            FdKind::Socket => socket = true,
+            FdKind::Other => {}
+        }
+    }
+    match (input, socket) {
+        (true, true) => Waits::Relay,
+        (true, false) => Waits::Input,
+        (false, _) => Waits::Other,
+    }
 }
 
 /// Bytes of a task's memory, if the kernel lets portald read them.
@@ -349,18 +388,37 @@ fn open_fds(pid: u32) -> Vec<i64> {
         .unwrap_or_default()
 }
 
-/// Whether fd `fd` of `pid` is the program's input.
-fn is_input(pid: u32, fd: i64, target: InputTarget) -> bool {
+/// What an fd of a waiting task is.
+enum FdKind {
+    /// The program's input.
+    Input,
+    /// A socket (network or local).
+    Socket,
+    /// Anything else (a timer, an eventfd, another pipe).
+    Other,
+}
+
+/// What fd `fd` of `pid` is.
+fn fd_kind(pid: u32, fd: i64, target: InputTarget) -> FdKind {
     if fd < 0 {
-        return false;
+        return FdKind::Other;
     }
-    let Ok(meta) = std::fs::metadata(format!("/proc/{pid}/fd/{fd}")) else { return false };
-    match target {
+    let Ok(meta) = std::fs::metadata(format!("/proc/{pid}/fd/{fd}")) else {
+        return FdKind::Other;
+    };
+    let ty = meta.file_type();
+    let input = match target {
         InputTarget::Tty { rdev } => {
-            meta.file_type().is_char_device()
-                && (meta.rdev() == rdev || meta.rdev() == DEV_TTY_RDEV)
+            ty.is_char_device() && (meta.rdev() == rdev || meta.rdev() == DEV_TTY_RDEV)
         }
-        InputTarget::Pipe { ino } => meta.file_type().is_fifo() && meta.ino() == ino,
+        InputTarget::Pipe { ino } => ty.is_fifo() && meta.ino() == ino,
+    };
+    if input {
+        FdKind::Input
+    } else if ty.is_socket() {
+        FdKind::Socket
+    } else {
+        FdKind::Other
     }
 }
 

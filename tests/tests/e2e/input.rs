@@ -112,6 +112,9 @@ async fn read_prompts_in_a_portal_bash_and_secrets_are_handed_over() {
     let r = run(&mut rpc, p.id, "echo \"hi $n\"").await;
     assert_eq!(r.output, "hi Bob\n");
     assert_eq!(r.command_exit_code, Some(0));
+    // The result carries the shell's prompt and its true state.
+    assert!(r.prompt.trim_end().ends_with(['$', '#']), "{r:?}");
+    assert_eq!(r.input_state(), pb::InputState::AwaitingInput, "{r:?}");
     let r = run(&mut rpc, p.id, "read -s -p 'Password: ' pw").await;
     assert_eq!(r.reason(), pb::WaitReason::AwaitingSecret, "{r:?}");
     assert_eq!(r.prompt, "Password: ");
@@ -197,7 +200,7 @@ async fn without_the_kernel_the_heuristic_decides_and_says_so() {
         input: "x".into(),
         until: Some(pb::WaitCondition {
             input: Some(true),
-            timeout_ms: 1500,
+            timeout_ms: 2500,
             ..Default::default()
         }),
         ..Default::default()
@@ -223,4 +226,21 @@ async fn a_full_screen_program_answers_with_its_screen() {
     assert!(r.output_is_screen, "{r:?}");
     assert!(r.output.starts_with("line 150"), "{r:?}");
     assert!(r.output.lines().count() <= 24, "one screen, not every redraw: {r:?}");
+}
+
+#[tokio::test]
+async fn a_relay_to_a_socket_is_left_to_the_heuristic() {
+    let d = TestDaemon::start().await;
+    let mut rpc = d.rpc();
+    // Like ssh: the terminal and a socket watched together; the program that
+    // would read the answer is on the other end.
+    let script = "import select, socket, sys\n\
+        a, b = socket.socketpair()\n\
+        sys.stdout.write('remote$ '); sys.stdout.flush()\n\
+        select.select([sys.stdin, a], [], [])\n";
+    let p = start_pty(&mut rpc, "python3", &["-c", script], 24, 80).await;
+    let r = wait(&mut rpc, p.id).await;
+    assert_eq!(r.reason(), pb::WaitReason::InputRequested, "{r:?}");
+    assert_eq!(r.prompt, "remote$ ");
+    assert_eq!(r.input_source(), pb::InputSource::Heuristic, "{r:?}");
 }
