@@ -14,6 +14,7 @@ mod fmt;
 mod output;
 mod procs;
 mod service;
+mod sigpipe;
 mod waits;
 
 use std::process::ExitCode;
@@ -89,6 +90,10 @@ enum Command {
     Secret {
         /// Process id or name.
         proc: String,
+        /// Send even though the terminal echoes: the echo (the secret) is
+        /// then in the program's output and its log.
+        #[arg(long)]
+        anyway: bool,
     },
     /// Send a signal (name or number) to a process's group.
     Signal {
@@ -278,7 +283,7 @@ async fn run(cli: Cli) -> Outcome {
             procs::write(&client, &proc, text, enter, stdin).await
         }
         Command::Signal { proc, signal } => procs::signal(&client, &proc, signal).await,
-        Command::Secret { proc } => procs::secret(&client, &proc).await,
+        Command::Secret { proc, anyway } => procs::secret(&client, &proc, anyway).await,
         Command::Kill { proc } => procs::kill(&client, &proc).await,
         Command::KillAll => procs::kill_all(&client).await,
         Command::Clear { proc } => procs::clear(&client, &proc).await,
@@ -303,6 +308,7 @@ async fn run(cli: Cli) -> Outcome {
 }
 
 fn main() -> ExitCode {
+    sigpipe::restore_default();
     let cli = Cli::parse();
     let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(rt) => rt,

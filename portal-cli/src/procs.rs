@@ -202,11 +202,25 @@ pub(crate) async fn write(
 /// `secret`: a person types a secret (password, passphrase) straight into
 /// a program: read here with echo off, sent once with Enter, logged by
 /// portald as its length only, never seen by an agent.
-pub(crate) async fn secret(client: &Client, proc: &str) -> Outcome {
+pub(crate) async fn secret(client: &Client, proc: &str, anyway: bool) -> Outcome {
     let p = inspect_proc(client, proc).await?;
     if !p.awaiting_secret {
+        // Only a PTY reading a line with echo off keeps a secret out of the
+        // output: anything else prints it back, into the log.
+        let why = if p.mode() == pb::Mode::Pty {
+            "its terminal echoes what is typed"
+        } else {
+            "it reads from a pipe, which cannot turn echo off"
+        };
+        if !anyway {
+            return Err(anyhow::anyhow!(
+                "process {} does not wait for a secret ({why}): the secret would be printed back and kept in its log. Wait for its password prompt, or pass --anyway",
+                p.id
+            )
+            .into());
+        }
         eprintln!(
-            "note: process {} does not look like it waits for a secret (its terminal echoes); sending anyway",
+            "warning: process {} does not wait for a secret ({why}); the echo will be in its log",
             p.id
         );
     }

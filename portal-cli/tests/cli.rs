@@ -388,6 +388,17 @@ async fn secret_types_into_the_program_and_not_into_the_log() {
         80,
     )
     .await;
+    // Once it asks (echo off at a line prompt), a person types the secret.
+    let asked = rpc
+        .wait(pb::WaitRequest {
+            proc: by_id(p.id),
+            until: Some(Default::default()),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(asked.reason(), pb::WaitReason::AwaitingSecret, "{asked:?}");
     let mut cmd = tokio::process::Command::new(CLI);
     cmd.args(["secret", &p.id.to_string()])
         .env("PORTAL_SOCKET", &s)
@@ -407,5 +418,101 @@ async fn secret_types_into_the_program_and_not_into_the_log() {
     wait_for_text(&mut rpc, p.id, pb::Stream::Stdout, "len=13").await;
     let input = read_all(&mut rpc, p.id, pb::Stream::Stdin, pb::Encoding::Raw).await;
     assert_eq!(input, b"**************");
+    // A terminal that echoes would print the secret back into the log:
+    // refused, and nothing is typed.
+    let cat = start_pty(&mut rpc, "cat", &[], 24, 80).await;
+    let out = cli(&s, &["secret", &cat.id.to_string()]).await;
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("does not wait for a secret") && err.contains("--anyway"), "{err}");
+    assert!(read_all(&mut rpc, cat.id, pb::Stream::Stdin, pb::Encoding::Raw).await.is_empty());
     d.stop().await;
+}
+
+#[tokio::test]
+async fn a_closed_pipe_ends_the_cli_quietly() {
+    let d = TestDaemon::start().await;
+    let s = d.socket();
+    let mut rpc = d.rpc();
+    for _ in 0..50 {
+        start_pipes(&mut rpc, "sleep", &["60"]).await;
+    }
+    // Like `portal-cli ps | head -1`: the reader goes away after one line.
+    let mut child = tokio::process::Command::new(CLI)
+        .args(["ps", "--all"])
+        .env("PORTAL_SOCKET", &s)
+        .env("PORTAL_NO_AUTOSTART", "1")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let out = bounded("portal-cli ps into a closed pipe", child.wait_with_output()).await.unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains("panicked"), "{err}");
+    assert_ne!(out.status.code(), Some(101), "{err}");
+    d.stop().await;
+}
+
+#[tokio::test]
+async fn clients_refuse_a_socket_another_user_set_up() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let python = std::path::Path::new("/usr/bin/python3");
+    if portal_proto::paths::uid() != 0 || !python.exists() {
+        eprintln!("skipped: needs root (to act as a second user) and /usr/bin/python3");
+        return;
+    }
+    let dir = test_dir();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    // Another user created the directory first and serves a socket there
+    // that records what it is sent.
+    let trap = dir.path().join("trap");
+    std::fs::create_dir(&trap).unwrap();
+    std::os::unix::fs::chown(&trap, Some(65534), Some(65534)).unwrap();
+    let socket = trap.join("portald.sock");
+    let fake = r#"
+import socket, sys
+s = socket.socket(socket.AF_UNIX)
+s.bind(sys.argv[1])
+s.listen(8)
+print("ready", flush=True)
+while True:
+    c, _ = s.accept()
+    data = b""
+    while chunk := c.recv(65536):
+        data += chunk
+    print("received", len(data), flush=True)
+"#;
+    let mut server = tokio::process::Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .arg(python)
+        .args(["-c", fake])
+        .arg(&socket)
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut lines = {
+        use tokio::io::AsyncBufReadExt as _;
+        tokio::io::BufReader::new(server.stdout.take().unwrap()).lines()
+    };
+    assert_eq!(
+        bounded("the fake server", lines.next_line()).await.unwrap().as_deref(),
+        Some("ready")
+    );
+    let out = cli(&socket, &["write", "1", "my password"]).await;
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_ne!(out.status.code(), Some(0), "{err}");
+    assert!(err.contains("refusing to talk to") && err.contains("belongs to uid 65534"), "{err}");
+    assert!(err.contains("nothing was sent"), "{err}");
+    // The directory and the socket now look like ours; the server is not.
+    std::os::unix::fs::chown(&trap, Some(0), Some(0)).unwrap();
+    std::os::unix::fs::chown(&socket, Some(0), Some(0)).unwrap();
+    let out = cli(&socket, &["write", "1", "my password"]).await;
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_ne!(out.status.code(), Some(0), "{err}");
+    assert!(err.contains("runs as uid 65534"), "{err}");
+    // The one connection the peer check made carried nothing.
+    let got = bounded("the fake server's report", lines.next_line()).await.unwrap();
+    assert_eq!(got.as_deref(), Some("received 0"));
 }

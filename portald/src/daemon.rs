@@ -114,6 +114,16 @@ impl Daemon {
         Ok(n)
     }
 
+    /// Waits until everything recorded so far is committed, so what a
+    /// client is shown next (byte counts, statuses, exit codes) survives a
+    /// crash. A store that cannot commit is logged, not fatal: the answer is
+    /// still worth giving.
+    pub(crate) async fn durable(&self) {
+        if let Err(e) = self.store.flush().await {
+            tracing::debug!(error = %e, "the store did not confirm a commit");
+        }
+    }
+
     /// Looks a process up and records client activity on it.
     pub(crate) fn get(&self, target: &ProcTarget) -> Result<ProcHandle, ProcError> {
         let handle = self.registry.get(target)?;

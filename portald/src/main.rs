@@ -1,5 +1,6 @@
 //! The `portald` binary: arguments, logging, signals, then [`portald::run`].
 
+use std::os::unix::fs::OpenOptionsExt as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -79,9 +80,11 @@ fn init_logging(args: &Args, data_dir: &std::path::Path) -> anyhow::Result<()> {
             if let Some(dir) = path.parent() {
                 std::fs::create_dir_all(dir)?;
             }
+            // Private whatever the umask: the log names what programs did.
             let f = std::fs::OpenOptions::new()
                 .create(true)
                 .append(true)
+                .mode(0o600)
                 .open(&path)
                 .map_err(|e| anyhow::anyhow!("cannot open log file {}: {e}", path.display()))?;
             builder.with_ansi(false).with_writer(std::sync::Mutex::new(f)).init();

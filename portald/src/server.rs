@@ -99,6 +99,46 @@ fn private_dir(dir: &Path, what: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Keeps the log private whatever the umask: the data directory 0700, the
+/// database 0600 before SQLite opens it (SQLite gives its `-wal` and `-shm`
+/// files the database's mode), and existing files of older installs
+/// tightened.
+fn private_files(data_dir: &Path, database: &Path) -> anyhow::Result<()> {
+    tighten(data_dir, 0o700)?;
+    if !database.exists() {
+        std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .mode(0o600)
+            .open(database)
+            .with_context(|| format!("creating {}", database.display()))?;
+    }
+    let mut files =
+        vec![database.to_path_buf(), data_dir.join(portal_proto::paths::DAEMON_LOG_FILE)];
+    for suffix in ["-wal", "-shm"] {
+        let mut name = database.as_os_str().to_owned();
+        name.push(suffix);
+        files.push(PathBuf::from(name));
+    }
+    for file in files.iter().filter(|f| f.exists()) {
+        tighten(file, 0o600)?;
+    }
+    Ok(())
+}
+
+/// Removes every permission beyond `mode` from `path`.
+fn tighten(path: &Path, mode: u32) -> anyhow::Result<()> {
+    let meta = std::fs::metadata(path).with_context(|| format!("reading {}", path.display()))?;
+    let current = meta.mode() & 0o7777;
+    if current & !mode != 0 {
+        tracing::info!(path = %path.display(), from = format!("{current:o}"), to = format!("{mode:o}"), "making private");
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(current & mode))
+            .with_context(|| format!("chmod {:o} {}", current & mode, path.display()))?;
+    }
+    Ok(())
+}
+
 /// Prepares the directories, the lock, the database and the socket.
 ///
 /// # Errors
@@ -110,6 +150,7 @@ pub fn bind(config: &Config) -> Result<Listener, StartError> {
     let dir = socket.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
     private_dir(dir, "socket")?;
     private_dir(&config.data_dir, "data")?;
+    private_files(&config.data_dir, &config.database())?;
     let mut lock_name = socket.file_name().unwrap_or_default().to_owned();
     lock_name.push(".lock");
     let lock_path = socket.with_file_name(lock_name);
@@ -125,7 +166,15 @@ pub fn bind(config: &Config) -> Result<Listener, StartError> {
     {
         return Err(StartError::AlreadyRunning { socket });
     }
-    if socket.exists() {
+    if let Ok(meta) = std::fs::symlink_metadata(&socket) {
+        use std::os::unix::fs::FileTypeExt as _;
+        if !meta.file_type().is_socket() {
+            return Err(anyhow::anyhow!(
+                "{} exists and is not a socket; portald will not delete it: move it away or choose another --socket",
+                socket.display()
+            )
+            .into());
+        }
         tracing::info!(socket = %socket.display(), "removing a stale socket");
         std::fs::remove_file(&socket)
             .with_context(|| format!("removing stale socket {}", socket.display()))?;

@@ -334,6 +334,7 @@ async fn another_user_is_refused_and_nothing_listens_on_the_network() {
             std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o711)).unwrap();
         }
         std::fs::set_permissions(&socket, std::fs::Permissions::from_mode(0o666)).unwrap();
+        // Portal's own clients refuse first (the socket is not theirs)...
         let cli = std::path::Path::new(env!("CARGO_BIN_EXE_portald")).with_file_name("portal-cli");
         let out = Command::new("setpriv")
             .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
@@ -343,9 +344,86 @@ async fn another_user_is_refused_and_nothing_listens_on_the_network() {
             .output()
             .unwrap();
         let err = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(3), "{err}");
-        assert!(err.contains("refused this client") && err.contains("peer uid 65534"), "{err}");
+        assert!(err.contains("refusing to talk to") && err.contains("uid 0"), "{err}");
+        // ...so a plain gRPC client (this test binary, re-run as the other
+        // user) shows that the daemon refuses on its own.
+        let out = Command::new("setpriv")
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+            .arg(std::env::current_exe().unwrap())
+            .args(["--exact", "plain_client_as_another_user", "--nocapture"])
+            .env(PLAIN_CLIENT_SOCKET, &socket)
+            .output()
+            .unwrap();
+        let said = String::from_utf8_lossy(&out.stdout);
+        assert!(said.contains("PermissionDenied") && said.contains("peer uid 65534"), "{said}");
     }
     assert!(unsafe_free_kill(child.id(), "TERM"));
     assert!(wait_child(child).await.success());
+}
+
+#[tokio::test]
+async fn an_exit_once_reported_survives_kill_9() {
+    let d = dir();
+    let by_id = |id: u64| Some(pb::ProcRef { target: Some(pb::proc_ref::Target::Id(id)) });
+    for run in 0..20 {
+        let mut daemon = spawn_daemon(d.path());
+        let client = daemon.connect().await;
+        let mut rpc = client.rpc();
+        let p = rpc
+            .start(pb::StartRequest {
+                command: "sh".into(),
+                args: vec!["-c".into(), "echo out; exit 7".into()],
+                mode: pb::Mode::Pipes.into(),
+                ..Default::default()
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        let until = pb::WaitCondition { input: Some(false), ..Default::default() };
+        let r = rpc
+            .wait(pb::WaitRequest { proc: by_id(p.id), until: Some(until), ..Default::default() })
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!((r.reason(), r.exit_code), (pb::WaitReason::Exited, Some(7)), "run {run}");
+        // Reported: now it must survive the daemon's sudden death.
+        assert!(unsafe_free_kill(daemon.child.id(), "KILL"));
+        wait_child(daemon.child).await;
+        let mut daemon = spawn_daemon(d.path());
+        let client = daemon.connect().await;
+        let mut rpc = client.rpc();
+        let back =
+            rpc.inspect(pb::InspectRequest { proc: by_id(p.id) }).await.unwrap().into_inner();
+        assert_eq!((back.status(), back.exit_code), (pb::Status::Exited, Some(7)), "run {run}");
+        let read = rpc
+            .read(pb::ReadRequest { proc: by_id(p.id), ..Default::default() })
+            .await
+            .unwrap()
+            .into_inner();
+        let text: String =
+            read.records.iter().map(|r| String::from_utf8_lossy(&r.data).into_owned()).collect();
+        assert_eq!(text, "out\n", "run {run}");
+        assert!(unsafe_free_kill(daemon.child.id(), "TERM"));
+        assert!(wait_child(daemon.child).await.success());
+    }
+}
+
+/// Set by `another_user_is_refused_…` when it re-runs this binary as
+/// another user: the socket to call.
+const PLAIN_CLIENT_SOCKET: &str = "PORTAL_TEST_PLAIN_CLIENT_SOCKET";
+
+/// A gRPC client without Portal's client-side checks. Does nothing unless
+/// [`PLAIN_CLIENT_SOCKET`] is set; then calls GetInfo and prints the result.
+#[tokio::test]
+async fn plain_client_as_another_user() {
+    let Some(socket) = std::env::var_os(PLAIN_CLIENT_SOCKET) else { return };
+    let endpoint =
+        tonic::transport::Endpoint::from_shared(format!("unix://{}", socket.to_string_lossy()))
+            .unwrap();
+    let channel = endpoint.connect().await.unwrap();
+    let mut rpc = pb::portal_client::PortalClient::new(channel);
+    match rpc.get_info(pb::GetInfoRequest {}).await {
+        Ok(r) => println!("answered: {:?}", r.into_inner()),
+        Err(s) => println!("{:?}: {}", s.code(), s.message()),
+    }
 }

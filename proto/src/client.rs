@@ -1,11 +1,21 @@
 //! A connection to `portald` over its Unix socket.
 //!
-//! [`Client::connect`] dials the socket, calls `GetInfo` once and refuses a
-//! daemon speaking another protocol version. The generated stub is available
-//! through [`Client::rpc`]; it is cheap to clone (one HTTP/2 connection shared).
+//! [`Client::connect`] verifies the daemon before sending it anything: the
+//! socket's directory and the socket belong to this user and nobody else may
+//! write to them, and the process on the other end of every connection
+//! (`SO_PEERCRED`, checked by the client's own connector, so reconnects are
+//! checked too) runs as this user. Another user who got to a shared path
+//! first (`/tmp`) is refused with a message naming the path and its owner.
+//! Then it calls `GetInfo` once and refuses a daemon speaking another
+//! protocol version. The generated stub is available through
+//! [`Client::rpc`]; it is cheap to clone (one HTTP/2 connection shared).
 
+use std::os::unix::fs::MetadataExt as _;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 
+use hyper_util::rt::TokioIo;
+use tokio::net::UnixStream;
 use tonic::transport::{Channel, Endpoint};
 
 use crate::v1::{GetInfoRequest, GetInfoResponse, portal_client::PortalClient};
@@ -55,6 +65,18 @@ pub enum ClientError {
         /// The daemon's message.
         reason: String,
     },
+    /// The socket, its directory or the process serving it belongs to
+    /// someone else: nothing was sent.
+    #[error(
+        "refusing to talk to {}: {reason}; nothing was sent. Remove it if it is not yours, or set PORTAL_SOCKET to a path in a private directory",
+        path.display()
+    )]
+    Untrusted {
+        /// The path that failed the check.
+        path: PathBuf,
+        /// Why, naming the owner.
+        reason: String,
+    },
     /// The daemon could not be started.
     #[error("cannot start portald: {0}")]
     Launch(String),
@@ -84,18 +106,85 @@ pub fn check_socket_path(socket: &Path) -> Result<(), ClientError> {
     Ok(())
 }
 
+/// Checks that `socket` and its directory are this user's and that nobody
+/// else may write to either. A socket that does not exist yet is fine (the
+/// daemon creates it); a directory that does not exist is fine too.
+///
+/// # Errors
+/// [`ClientError::Untrusted`] naming the path and its owner.
+pub fn verify_location(socket: &Path) -> Result<(), ClientError> {
+    let me = crate::paths::uid();
+    let dir = socket.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let check = |path: &Path, what: &str| -> Result<(), ClientError> {
+        let Ok(meta) = std::fs::metadata(path) else { return Ok(()) };
+        let untrusted =
+            |reason: String| ClientError::Untrusted { path: path.to_path_buf(), reason };
+        if meta.uid() != me {
+            return Err(untrusted(format!(
+                "the {what} belongs to uid {}, not to you (uid {me})",
+                meta.uid()
+            )));
+        }
+        if meta.mode() & 0o022 != 0 {
+            return Err(untrusted(format!(
+                "others may write to the {what} (mode {:o})",
+                meta.mode() & 0o7777
+            )));
+        }
+        Ok(())
+    };
+    check(dir, "socket's directory")?;
+    check(socket, "socket")
+}
+
+/// Dials `socket` and refuses a peer running as another user.
+async fn dial(
+    socket: PathBuf,
+    refused: Arc<Mutex<Option<ClientError>>>,
+) -> std::io::Result<TokioIo<UnixStream>> {
+    let stream = UnixStream::connect(&socket).await?;
+    let peer = stream.peer_cred()?.uid();
+    let me = crate::paths::uid();
+    if peer != me {
+        let reason = format!("the process serving it runs as uid {peer}, not as you (uid {me})");
+        let msg = format!("{}: {reason}", socket.display());
+        *refused.lock().unwrap_or_else(std::sync::PoisonError::into_inner) =
+            Some(ClientError::Untrusted { path: socket, reason });
+        return Err(std::io::Error::new(std::io::ErrorKind::PermissionDenied, msg));
+    }
+    Ok(TokioIo::new(stream))
+}
+
 impl Client {
-    /// Connects to the daemon at `socket` and checks its protocol version.
+    /// Verifies the daemon at `socket`, connects and checks its protocol
+    /// version.
     ///
     /// # Errors
-    /// [`ClientError::Unavailable`] when nothing answers, [`ClientError::VersionMismatch`].
+    /// [`ClientError::Untrusted`] when the socket or its server is not this
+    /// user's, [`ClientError::Unavailable`] when nothing answers,
+    /// [`ClientError::VersionMismatch`].
     pub async fn connect(socket: &Path) -> Result<Self, ClientError> {
         check_socket_path(socket)?;
+        verify_location(socket)?;
         let unavailable =
             |reason: String| ClientError::Unavailable { socket: socket.to_path_buf(), reason };
-        let endpoint = Endpoint::from_shared(format!("unix://{}", socket.display()))
-            .map_err(|e| unavailable(e.to_string()))?;
-        let channel = endpoint.connect().await.map_err(|e| unavailable(error_chain(&e)))?;
+        // The URI only names the connection to HTTP/2; the connector dials.
+        let endpoint = Endpoint::from_static("http://localhost");
+        let refused = Arc::new(Mutex::new(None));
+        let connector = {
+            let (socket, refused) = (socket.to_path_buf(), Arc::clone(&refused));
+            tower::service_fn(move |_: tonic::transport::Uri| {
+                dial(socket.clone(), Arc::clone(&refused))
+            })
+        };
+        let channel = match endpoint.connect_with_connector(connector).await {
+            Ok(c) => c,
+            Err(e) => {
+                let refusal =
+                    refused.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take();
+                return Err(refusal.unwrap_or_else(|| unavailable(error_chain(&e))));
+            }
+        };
         let mut rpc = PortalClient::new(channel)
             .max_decoding_message_size(MAX_MESSAGE_BYTES)
             .max_encoding_message_size(MAX_MESSAGE_BYTES);

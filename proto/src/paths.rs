@@ -3,7 +3,7 @@
 //!
 //! | what | environment | default |
 //! |---|---|---|
-//! | socket | `PORTAL_SOCKET` | `$XDG_RUNTIME_DIR/portal/portald.sock`, else `/tmp/portal-$UID/portald.sock` |
+//! | socket | `PORTAL_SOCKET` | `$XDG_RUNTIME_DIR/portal/portald.sock`, else `<data dir default>/run/portald.sock` (in the home directory, where no other user can create it first), else `/tmp/portal-$UID/portald.sock` |
 //! | data dir (database, daemon log) | `PORTAL_DATA_DIR` | `$XDG_STATE_HOME/portal` (`~/.local/state/portal`), macOS: the local data dir |
 //! | daemon binary | `PORTAL_DAEMON` | `portald` beside the running executable, else on `PATH` |
 
@@ -42,13 +42,17 @@ pub fn uid() -> u32 {
     unsafe { libc::getuid() }
 }
 
-/// The runtime directory for the socket: `$XDG_RUNTIME_DIR/portal`, or
-/// `/tmp/portal-$UID` where there is none (root in containers, macOS).
+/// The runtime directory for the socket: `$XDG_RUNTIME_DIR/portal`; where
+/// there is none (`su -`, cron, ssh without a session, macOS), `run` in the
+/// default data directory under the home directory, which no other user can
+/// create first (a shared `/tmp` path can be); `/tmp/portal-$UID` only
+/// without a home directory (the daemon then refuses a directory someone
+/// else owns).
 #[must_use]
 pub fn runtime_dir() -> PathBuf {
     project_dirs()
         .and_then(|d| d.runtime_dir().map(Path::to_path_buf))
-        .unwrap_or_else(|| PathBuf::from(format!("/tmp/portal-{}", uid())))
+        .unwrap_or_else(|| default_data_dir().join("run"))
 }
 
 /// The socket path: `PORTAL_SOCKET`, else [`runtime_dir`]`/portald.sock`.

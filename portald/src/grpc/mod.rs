@@ -76,6 +76,7 @@ impl Portal for PortalService {
     }
 
     async fn list(&self, _: Request<pb::ListRequest>) -> Reply<pb::ListResponse> {
+        self.daemon.durable().await;
         let processes =
             self.daemon.registry.list().iter().map(|h| convert::process_pb(h, None)).collect();
         ok(pb::ListResponse { processes })
@@ -83,6 +84,7 @@ impl Portal for PortalService {
 
     async fn inspect(&self, req: Request<pb::InspectRequest>) -> Reply<pb::Process> {
         let handle = self.daemon.get(&convert::target(req.get_ref().proc.as_ref())?)?;
+        self.daemon.durable().await;
         let fresh = handle.input_state().await;
         ok(convert::process_pb(&handle, fresh))
     }

@@ -632,6 +632,11 @@ impl ProcActor {
         if let Err(e) = self.store.update_status(update).await {
             tracing::warn!(proc = %self.id(), error = %e, "cannot record the end in the store");
         }
+        // Durable before visible: nobody is told of an end (or shown its
+        // exit code) that a crash could still take back.
+        if let Err(e) = self.store.flush().await {
+            tracing::warn!(proc = %self.id(), error = %e, "cannot commit the end");
+        }
         self.shared
             .set_input(InputReport { state: InputState::Exited, source: InputSource::Kernel });
         self.state.send_modify(|p| p.status = status);

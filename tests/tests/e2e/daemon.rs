@@ -47,3 +47,14 @@ async fn world_writable_socket_directories_are_refused() {
     let err = portald::bind(&config).unwrap_err();
     assert!(err.to_string().contains("others may write to it"), "{err}");
 }
+
+#[tokio::test]
+async fn a_regular_file_at_the_socket_path_is_not_deleted() {
+    let dir = test_dir();
+    let config = config_in(dir.path());
+    std::fs::create_dir_all(config.socket.parent().unwrap()).unwrap();
+    std::fs::write(&config.socket, b"someone's notes").unwrap();
+    let err = portald::bind(&config).unwrap_err();
+    assert!(err.to_string().contains("is not a socket"), "{err}");
+    assert_eq!(std::fs::read(&config.socket).unwrap(), b"someone's notes");
+}

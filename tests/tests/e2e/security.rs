@@ -72,3 +72,48 @@ async fn the_process_limit_is_a_clear_error() {
     rpc.start(pb::StartRequest { command: "true".into(), ..Default::default() }).await.unwrap();
     d.stop().await;
 }
+
+/// The modes of a file or directory, without the type bits.
+fn mode(path: &std::path::Path) -> u32 {
+    use std::os::unix::fs::MetadataExt as _;
+    std::fs::metadata(path).unwrap().mode() & 0o7777
+}
+
+#[tokio::test]
+async fn the_log_is_private_at_rest_whatever_the_umask() {
+    use std::os::unix::fs::PermissionsExt as _;
+    // An older install, made with umask 022: everything readable by all.
+    let d = TestDaemon::start_with(|c| {
+        std::fs::create_dir_all(&c.data_dir).unwrap();
+        std::fs::set_permissions(&c.data_dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let log = c.data_dir.join(portal_proto::paths::DAEMON_LOG_FILE);
+        std::fs::write(&log, b"old log\n").unwrap();
+        std::fs::set_permissions(&log, std::fs::Permissions::from_mode(0o644)).unwrap();
+    })
+    .await;
+    let mut rpc = d.rpc();
+    let p = start_pipes(&mut rpc, "sh", &["-c", "echo api-key-12345"]).await;
+    wait_exit(&mut rpc, p.id).await;
+    let data = d.dir.path().join("data");
+    assert_eq!(mode(&data), 0o700, "data directory");
+    for name in ["portal.db", "portal.db-wal", "portal.db-shm", "portald.log"] {
+        let path = data.join(name);
+        assert!(path.exists(), "{name} missing");
+        assert_eq!(mode(&path), 0o600, "{name}");
+    }
+    if portal_proto::paths::uid() == 0 {
+        // Another user cannot read any of it, even with the path.
+        std::fs::set_permissions(d.dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        for name in ["", "portal.db", "portal.db-wal", "portald.log"] {
+            let out = std::process::Command::new("setpriv")
+                .args(["--reuid=65534", "--regid=65534", "--clear-groups", "cat"])
+                .arg(data.join(name))
+                .output()
+                .unwrap();
+            assert!(!out.status.success(), "another user read {name:?}");
+            assert!(!String::from_utf8_lossy(&out.stdout).contains("api-key"));
+        }
+    } else {
+        eprintln!("skipped the second-user read: needs root for setpriv");
+    }
+}
