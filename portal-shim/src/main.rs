@@ -6,6 +6,7 @@
 
 mod args;
 mod errors;
+mod framing;
 mod link;
 mod results;
 mod tools;
@@ -22,7 +23,7 @@ use rmcp::ServiceExt as _;
 #[derive(Debug, Parser)]
 #[command(version, about)]
 struct Cli {
-    /// portald's socket [default: $XDG_RUNTIME_DIR/portal/portald.sock, else /tmp/portal-$UID/portald.sock]
+    /// portald's socket [default: $XDG_RUNTIME_DIR/portal/portald.sock, else ~/.local/state/portal/run/portald.sock]
     #[arg(long, env = paths::ENV_SOCKET)]
     socket: Option<PathBuf>,
     /// Data directory for a daemon this shim starts
@@ -59,7 +60,8 @@ fn main() -> anyhow::Result<()> {
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     runtime.block_on(async move {
         let shim = tools::Shim::new(Arc::new(link::DaemonLink::new(opts)), cwd);
-        let service = shim.serve(rmcp::transport::stdio()).await?;
+        let io = framing::guard(tokio::io::stdin(), tokio::io::stdout());
+        let service = shim.serve(io).await?;
         service.waiting().await?;
         tracing::info!("client closed the connection");
         anyhow::Ok(())

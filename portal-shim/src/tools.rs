@@ -1071,10 +1071,12 @@ impl ServerHandler for Shim {
         match outcome {
             Some(Ok(result)) => Ok(result.into()),
             Some(Err(text)) => Ok(CallToolResult::error(vec![ContentBlock::text(text)]).into()),
-            None => Err(McpError::invalid_params(
-                format!("unknown tool {name:?}; tools/list shows the tools"),
-                None,
-            )),
+            None => {
+                let names: Vec<&str> = self.tools.iter().map(|t| t.name.as_ref()).collect();
+                let text =
+                    format!("Error: unknown tool {name:?}\nUse one of: {}.", names.join(", "));
+                Ok(CallToolResult::error(vec![ContentBlock::text(text)]).into())
+            }
         }
     }
 }

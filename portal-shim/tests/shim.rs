@@ -542,3 +542,69 @@ async fn agent_tools_list_wait_and_send() {
     assert!(e.contains("no process with id 9999"), "{e}");
     d.stop().await;
 }
+
+#[tokio::test]
+async fn every_line_on_stdin_gets_an_answer() {
+    use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _};
+    let d = TestDaemon::start().await;
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_portal-shim"))
+        .env("PORTAL_SOCKET", d.socket())
+        .env("PORTAL_NO_AUTOSTART", "1")
+        .env("PORTAL_LOG", "warn")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut out = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let deep = format!("{}{}", "[".repeat(10_000), "]".repeat(10_000));
+    let huge = format!(
+        "{{\"jsonrpc\":\"2.0\",\"id\":9,\"method\":\"x\",\"p\":\"{}\"}}",
+        "a".repeat(17 << 20)
+    );
+    let bad: Vec<(Vec<u8>, i64)> = vec![
+        (b"not json".to_vec(), -32700),
+        (b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/li".to_vec(), -32700),
+        (b"".to_vec(), -32700),
+        (b"\"\\ud800\"".to_vec(), -32700),
+        (b"\xff\xfe".to_vec(), -32700),
+        (deep.into_bytes(), -32700),
+        (huge.into_bytes(), -32600),
+        (b"{\"jsonrpc\":\"1.0\",\"id\":5,\"method\":\"ping\"}".to_vec(), -32600),
+    ];
+    for (line, want) in &bad {
+        stdin.write_all(line).await.unwrap();
+        stdin.write_all(b"\n").await.unwrap();
+        let answer =
+            bounded("an answer to a malformed line", out.next_line()).await.unwrap().unwrap();
+        let v: Value = serde_json::from_str(&answer).unwrap();
+        assert_eq!(v["error"]["code"], json!(want), "{answer}");
+    }
+    // The session is undisturbed: a real client goes on, and an unknown
+    // tool is an isError result like every other failure.
+    for msg in [
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}}),
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "no_such_tool", "arguments": {}}}),
+    ] {
+        stdin.write_all(format!("{msg}\n").as_bytes()).await.unwrap();
+    }
+    let init: Value =
+        serde_json::from_str(&bounded("initialize", out.next_line()).await.unwrap().unwrap())
+            .unwrap();
+    assert_eq!(init["id"], json!(1), "{init}");
+    assert!(init["result"]["serverInfo"].is_object(), "{init}");
+    let call: Value =
+        serde_json::from_str(&bounded("tools/call", out.next_line()).await.unwrap().unwrap())
+            .unwrap();
+    assert_eq!(call["id"], json!(2), "{call}");
+    assert_eq!(call["result"]["isError"], json!(true), "{call}");
+    assert!(
+        call["result"]["content"][0]["text"].as_str().unwrap().contains("process_start"),
+        "{call}"
+    );
+    drop(stdin);
+    d.stop().await;
+}
