@@ -13,8 +13,11 @@
 //! passes [`WAL_LIMIT_BYTES`] the writer tries a RESTART checkpoint itself
 //! (which rewinds the WAL), at most once per [`CHECKPOINT_EVERY_BYTES`]; it
 //! returns at once when the background one holds the checkpoint lock. After
-//! a burst, [`Checkpointer::idle`] folds the rest in, and the WAL file is cut
-//! back to [`WAL_KEEP_BYTES`].
+//! a burst, [`Checkpointer::idle`] folds the rest in with a TRUNCATE
+//! checkpoint, which empties the WAL file: once the writer rests, the data
+//! directory holds the database and next to nothing else. While output
+//! streams, the WAL file is cut back to [`WAL_KEEP_BYTES`] each time it
+//! rewinds.
 
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::{SyncSender, TrySendError, sync_channel};
@@ -38,15 +41,24 @@ pub(crate) const IDLE_CHECKPOINT_EVERY: std::time::Duration = std::time::Duratio
 /// WAL size at which the writer checkpoints itself.
 pub(crate) const WAL_LIMIT_BYTES: u64 = 512 << 20;
 
-/// What the WAL file is cut back to after it rewinds, so one burst does
-/// not keep its disk space forever. Large enough that a typical burst does
-/// not pay for truncating and regrowing the file every time.
-pub(crate) const WAL_KEEP_BYTES: i64 = 256 << 20;
+/// What the WAL file is cut back to after it rewinds while output streams:
+/// one checkpoint interval, so a steady stream reuses the file instead of
+/// regrowing it, and the disk holds at most that much beyond the log.
+pub(crate) const WAL_KEEP_BYTES: i64 = 64 << 20;
+
+/// What a checkpoint is asked to do.
+#[derive(Clone, Copy, Debug)]
+enum Mode {
+    /// Copy what it can without blocking anyone (while output streams).
+    Passive,
+    /// Copy everything and empty the WAL file (the writer is idle).
+    Truncate,
+}
 
 /// The writer's side of background checkpointing.
 #[derive(Debug)]
 pub(crate) struct Checkpointer {
-    nudge: Option<SyncSender<()>>,
+    nudge: Option<SyncSender<Mode>>,
     thread: Option<std::thread::JoinHandle<()>>,
     wal: PathBuf,
     since: u64,
@@ -60,14 +72,19 @@ impl Checkpointer {
         writer.pragma_update(None, "journal_size_limit", WAL_KEEP_BYTES)?;
         let conn = Connection::open(path)?;
         schema::configure(&conn)?;
-        let (nudge, rx) = sync_channel::<()>(1);
+        let (nudge, rx) = sync_channel::<Mode>(1);
         let thread = std::thread::Builder::new()
             .name("store-checkpoint".into())
             .spawn(move || {
-                while rx.recv().is_ok() {
-                    if let Err(e) = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()))
-                    {
-                        tracing::warn!(error = %e, "background checkpoint failed");
+                while let Ok(mode) = rx.recv() {
+                    let sql = match mode {
+                        Mode::Passive => "PRAGMA wal_checkpoint(PASSIVE)",
+                        // Blocks a writer that starts meanwhile (its busy
+                        // timeout waits): only asked for when it is idle.
+                        Mode::Truncate => "PRAGMA wal_checkpoint(TRUNCATE)",
+                    };
+                    if let Err(e) = conn.query_row(sql, [], |_| Ok(())) {
+                        tracing::warn!(error = %e, ?mode, "background checkpoint failed");
                     }
                 }
             })
@@ -89,7 +106,7 @@ impl Checkpointer {
         if self.since < CHECKPOINT_EVERY_BYTES {
             return;
         }
-        self.request();
+        self.request(Mode::Passive);
         let wal = std::fs::metadata(&self.wal).map_or(0, |m| m.len());
         if wal > WAL_LIMIT_BYTES {
             tracing::debug!(wal, "the WAL outgrew its limit; checkpointing on the writer");
@@ -99,23 +116,31 @@ impl Checkpointer {
         }
     }
 
+    /// Called after housekeeping writes (deleting forgotten history, giving
+    /// pages back) with the bytes they wrote (estimated), so the WAL they
+    /// grew is emptied at the next idle moment too.
+    pub(crate) fn housekeeping(&mut self, bytes: u64) {
+        self.since += bytes;
+    }
+
     /// Called when the writer has nothing queued.
     pub(crate) fn idle(&mut self) {
         if self.since >= IDLE_CHECKPOINT_BYTES
             || (self.since > 0 && self.last_nudge.elapsed() >= IDLE_CHECKPOINT_EVERY)
         {
-            self.request();
+            self.request(Mode::Truncate);
         }
     }
 
-    fn request(&mut self) {
+    fn request(&mut self, mode: Mode) {
         self.since = 0;
         self.last_nudge = std::time::Instant::now();
         if let Some(nudge) = &self.nudge {
-            match nudge.try_send(()) {
-                // Full: a checkpoint is already due, which covers this one.
-                Ok(()) | Err(TrySendError::Full(())) => {}
-                Err(TrySendError::Disconnected(())) => self.nudge = None,
+            match nudge.try_send(mode) {
+                // Full: a checkpoint is already due; the next idle one
+                // empties the WAL.
+                Ok(()) | Err(TrySendError::Full(_)) => {}
+                Err(TrySendError::Disconnected(_)) => self.nudge = None,
             }
         }
     }

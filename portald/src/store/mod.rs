@@ -78,6 +78,19 @@ const LINGER_POLL: std::time::Duration = std::time::Duration::from_micros(200);
 /// Read connections kept open for reuse; more are opened on demand.
 const READ_POOL_SIZE: usize = 8;
 
+/// Free space the database may keep for reuse before the idle writer gives
+/// pages back: new output refills it without growing the file again.
+const VACUUM_SLACK_BYTES: u64 = 16 << 20;
+
+/// What one step of deleting forgotten history adds to the WAL, roughly
+/// (freelist and index pages): enough that a large cleanup is folded in and
+/// the WAL emptied at the next idle moment.
+const GC_STEP_WAL_BYTES: u64 = 1 << 20;
+
+/// Pages given back per vacuum step (4 MiB at 64 KiB pages): a step is short
+/// enough that output arriving meanwhile waits at most a few milliseconds.
+const VACUUM_STEP_PAGES: u32 = 64;
+
 /// What went wrong in the store.
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum StoreError {
@@ -313,8 +326,11 @@ impl Store {
     ) -> Result<(Self, StoreThread), StoreError> {
         let open_err = |reason: String| StoreError::Open { path: path.to_path_buf(), reason };
         let mut conn = Connection::open(path).map_err(|e| open_err(e.to_string()))?;
-        // Takes effect only while the file is still empty.
+        // Both take effect only while the file is still empty. Incremental
+        // auto-vacuum lets the writer give freed pages back to the
+        // filesystem when it is idle (older databases keep their size).
         conn.pragma_update(None, "page_size", PAGE_SIZE)?;
+        conn.pragma_update(None, "auto_vacuum", "INCREMENTAL")?;
         schema::migrate(&mut conn).map_err(|e| open_err(e.to_string()))?;
         let page_size: i64 = conn.pragma_query_value(None, "page_size", |r| r.get(0))?;
         // A whole batch fits in the page cache, so a commit writes each
@@ -554,6 +570,9 @@ fn writer(mut w: Writer, mut rx: mpsc::Receiver<Msg>) {
         }
         if w.garbage.is_empty() {
             gc_allowance = std::time::Duration::ZERO;
+            // Freed pages go back to the filesystem, a step at a time, only
+            // while nothing is queued.
+            while rx.is_empty() && w.vacuum_step() {}
         }
         if rx.is_empty() {
             w.checkpoint.idle();
@@ -776,6 +795,28 @@ impl Writer {
     }
 
     /// One step of deleting forgotten rows.
+    /// Gives up to [`VACUUM_STEP_PAGES`] free pages back to the filesystem
+    /// when more than [`VACUUM_SLACK_BYTES`] are free. True while more
+    /// remain.
+    fn vacuum_step(&mut self) -> bool {
+        let free: i64 =
+            self.conn.pragma_query_value(None, "freelist_count", |r| r.get(0)).unwrap_or(0);
+        let free_bytes = u64::try_from(free).unwrap_or(0) * self.page_size;
+        if free_bytes <= VACUUM_SLACK_BYTES {
+            return false;
+        }
+        if let Err(e) =
+            self.conn.execute_batch(&format!("PRAGMA incremental_vacuum({VACUUM_STEP_PAGES})"))
+        {
+            tracing::debug!(error = %e, "incremental vacuum failed");
+            return false;
+        }
+        self.checkpoint.housekeeping(u64::from(VACUUM_STEP_PAGES) * self.page_size);
+        let after: i64 =
+            self.conn.pragma_query_value(None, "freelist_count", |r| r.get(0)).unwrap_or(0);
+        after < free
+    }
+
     fn collect_garbage(&mut self) {
         if self.garbage.is_empty() {
             return;
@@ -785,6 +826,7 @@ impl Writer {
             tracing::warn!(error = %e, "deleting forgotten history failed; will retry at the next start");
             self.garbage = Garbage::default();
         }
+        self.checkpoint.housekeeping(GC_STEP_WAL_BYTES);
     }
 
     /// Trims what is over the retention limits.

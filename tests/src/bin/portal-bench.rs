@@ -811,6 +811,33 @@ async fn memory(d: &Daemon, sizes: &Sizes, rows: &mut Vec<Row>) -> anyhow::Resul
     let mut r = row("shim peak RSS paging it back", hwm_mb, None, "MiB", Some(Target::Max(64.0)));
     r.note = format!("{pages} pages of at most 1 MiB");
     rows.push(r);
+    // Disk per byte kept, once the writer rests (its WAL folded in).
+    let data = d.dir.path().join("data");
+    let on_disk = || -> u64 {
+        ["portal.db", "portal.db-wal", "portal.db-shm"]
+            .iter()
+            .map(|f| std::fs::metadata(data.join(f)).map_or(0, |m| m.len()))
+            .sum()
+    };
+    let wal = data.join("portal.db-wal");
+    let rest = Instant::now();
+    while std::fs::metadata(&wal).map_or(0, |m| m.len()) > 0
+        && rest.elapsed() < Duration::from_secs(30)
+    {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let kept = rpc.get_info(pb::GetInfoRequest {}).await?.into_inner().log_bytes;
+    #[allow(clippy::cast_precision_loss, reason = "a ratio for display")]
+    let ratio = on_disk() as f64 / kept.max(1) as f64;
+    let mut r = row(
+        "bytes on disk per byte of log kept, writer at rest",
+        ratio,
+        None,
+        "×",
+        Some(Target::Max(1.25)),
+    );
+    r.note = format!("{} on disk for {kept} kept", on_disk());
+    rows.push(r);
     rpc.cleanup(pb::CleanupRequest { proc: by_id(p.id) }).await?;
     Ok(())
 }

@@ -91,3 +91,40 @@ async fn a_full_database_trims_the_oldest_history_and_the_daemon_keeps_working()
     drop(conn);
     d.stop().await;
 }
+
+/// Bytes of the database and its WAL and shared-memory files.
+fn on_disk(data: &std::path::Path) -> u64 {
+    ["portal.db", "portal.db-wal", "portal.db-shm"]
+        .iter()
+        .map(|f| std::fs::metadata(data.join(f)).map_or(0, |m| m.len()))
+        .sum()
+}
+
+#[tokio::test]
+async fn disk_use_stays_near_what_is_kept() {
+    let d = TestDaemon::start().await;
+    let mut rpc = d.rpc();
+    let data = d.dir.path().join("data");
+    let p =
+        start_pipes(&mut rpc, "sh", &["-c", "yes 0123456789abcdef0123456789 | head -c 60000000"])
+            .await;
+    wait_exit(&mut rpc, p.id).await;
+    let kept = rpc.get_info(pb::GetInfoRequest {}).await.unwrap().into_inner().log_bytes;
+    assert!(kept >= 60_000_000, "{kept}");
+    // Once the writer rests, the WAL is folded in and emptied.
+    let margin = 24 << 20;
+    let size = wait_until("the WAL to be emptied once idle", async || {
+        let size = on_disk(&data);
+        (size <= kept + margin).then_some(size)
+    })
+    .await;
+    eprintln!("kept {kept} bytes, {size} on disk");
+    // Forgotten output gives its pages back to the filesystem.
+    rpc.cleanup(pb::CleanupRequest { proc: by_id(p.id) }).await.unwrap();
+    let size = wait_until("freed pages to be given back", async || {
+        let size = on_disk(&data);
+        (size <= margin).then_some(size)
+    })
+    .await;
+    eprintln!("after cleanup: {size} on disk");
+}
