@@ -33,6 +33,11 @@ pub(crate) const BROADCAST_CHUNKS: usize = 1024;
 /// maximal writes. Past it, writes fail with RESOURCE_EXHAUSTED.
 pub(crate) const STDIN_BACKLOG_BYTES: usize = 32 << 20;
 
+/// Most input waiting for programs across every process of the daemon:
+/// four processes' worth of backlog. Programs that never read could
+/// otherwise hold the daemon's memory hostage, one 32 MiB at a time.
+pub(crate) const UNREAD_INPUT_TOTAL_BYTES: usize = 128 << 20;
+
 /// Largest stored record. Input writes are split into records of at most
 /// this size so that no single row (or read page) is huge.
 pub(crate) const MAX_RECORD_BYTES: usize = 64 << 10;

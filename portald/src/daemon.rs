@@ -45,7 +45,14 @@ pub(crate) struct Daemon {
     pub(crate) started_at_ns: i64,
     /// Monotonic start.
     pub(crate) started: std::time::Instant,
+    /// A release of free memory is scheduled (after cleanups).
+    pub(crate) trim_scheduled: std::sync::atomic::AtomicBool,
 }
+
+/// How long after a cleanup free memory is given back: cleanups come in
+/// runs (an agent cleaning up a fleet), and one release after the run costs
+/// a fraction of one per process.
+const TRIM_DELAY: std::time::Duration = std::time::Duration::from_millis(250);
 
 impl Daemon {
     /// Runs `f` to completion in a tracked task, even if the caller goes away.
@@ -289,9 +296,28 @@ impl Daemon {
             this.registry.remove(id);
             this.agents.remove(id);
             this.store.delete(id).await?;
+            this.schedule_trim();
             Ok(id)
         })
         .await
+    }
+
+    /// Gives free memory back to the kernel shortly after a run of cleanups
+    /// (the process's actor, threads and buffers are gone by then).
+    fn schedule_trim(self: &Arc<Self>) {
+        use std::sync::atomic::Ordering;
+        if self.trim_scheduled.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let this = Arc::clone(self);
+        self.tracker.spawn(async move {
+            tokio::select! {
+                () = tokio::time::sleep(TRIM_DELAY) => {}
+                () = this.shutdown.cancelled() => return,
+            }
+            this.trim_scheduled.store(false, Ordering::Release);
+            let _ = tokio::task::spawn_blocking(sys::release_free_memory).await;
+        });
     }
 
     /// Looks a program up in the registry.

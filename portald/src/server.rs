@@ -220,6 +220,7 @@ pub async fn serve(listener: Listener, shutdown: CancellationToken) -> anyhow::R
         shutdown: shutdown.clone(),
         started_at_ns: sys::wall_ns(),
         started: std::time::Instant::now(),
+        trim_scheduled: std::sync::atomic::AtomicBool::new(false),
     });
     match daemon.load_dormant().await {
         Ok(0) => {}

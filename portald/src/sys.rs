@@ -261,6 +261,18 @@ pub(crate) fn secret_prompt(fd: std::os::fd::RawFd) -> Option<bool> {
     (rc == 0).then_some(t.c_lflag & libc::ECHO == 0 && t.c_lflag & libc::ICANON != 0)
 }
 
+/// Gives memory the allocator holds free back to the kernel (glibc keeps
+/// freed memory in per-thread arenas; after thousands of processes and their
+/// threads came and went, that is hundreds of MiB). A no-op elsewhere.
+pub(crate) fn release_free_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only walks the allocator's own free lists and
+    // returns whole free pages to the kernel; it takes no pointers.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
 /// `n` random bytes from the kernel, as lowercase hex.
 pub(crate) fn random_hex(n: usize) -> io::Result<String> {
     use std::io::Read as _;

@@ -22,7 +22,9 @@ pub(crate) fn code(err: &ProcError) -> Code {
         | ProcError::NotPty(_)
         | ProcError::StdinClosed(_) => Code::FailedPrecondition,
         ProcError::OffsetPastEnd { .. } => Code::OutOfRange,
-        ProcError::TooMany { .. } | ProcError::InputBacklog { .. } => Code::ResourceExhausted,
+        ProcError::TooMany { .. }
+        | ProcError::InputBacklog { .. }
+        | ProcError::UnreadInputTotal { .. } => Code::ResourceExhausted,
         ProcError::BadToken(_) => Code::PermissionDenied,
         ProcError::Hooks(crate::agents::hooks::HookError::Malformed { .. }) => {
             Code::FailedPrecondition
@@ -77,6 +79,10 @@ mod tests {
             (ProcError::TooMany { limit: 1 }, Code::ResourceExhausted),
             (
                 ProcError::InputBacklog { id: ProcId(1), pending: 1, limit: 1 },
+                Code::ResourceExhausted,
+            ),
+            (
+                ProcError::UnreadInputTotal { id: ProcId(1), pending: 1, limit: 1 },
                 Code::ResourceExhausted,
             ),
             (

@@ -47,7 +47,7 @@ use super::{
 use crate::agents::{AgentEvent, Agents, signals as agent_signals};
 use crate::config::{
     AGENT_SWEEP, BROADCAST_CHUNKS, EXIT_ABANDON_GRACE, EXIT_DRAIN_GRACE, MAX_RECORD_BYTES,
-    REQUEST_QUEUE, STDIN_BACKLOG_BYTES,
+    REQUEST_QUEUE, STDIN_BACKLOG_BYTES, UNREAD_INPUT_TOTAL_BYTES,
 };
 use crate::osc::TermSignal;
 use crate::screen::Screen;
@@ -773,6 +773,14 @@ impl ProcActor {
                 id: self.id(),
                 pending,
                 limit: STDIN_BACKLOG_BYTES,
+            });
+        }
+        let total = super::spawn::unread_input_total();
+        if total + data.len() > UNREAD_INPUT_TOTAL_BYTES {
+            return Err(ProcError::UnreadInputTotal {
+                id: self.id(),
+                pending: total,
+                limit: UNREAD_INPUT_TOTAL_BYTES,
             });
         }
         let offset = self.shared.end[StreamId::Stdin.index()].load(Ordering::Acquire);

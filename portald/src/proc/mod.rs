@@ -221,6 +221,19 @@ pub(crate) enum ProcError {
         /// The limit.
         limit: usize,
     },
+    /// Input waiting for programs that do not read it, across every process,
+    /// is at the daemon's limit.
+    #[error(
+        "input is piling up: {pending} bytes written to programs are not read yet across all processes (limit {limit}); process {id} was not written to. Find the programs that do not read (process_list) and signal or kill them"
+    )]
+    UnreadInputTotal {
+        /// The process the write was for.
+        id: ProcId,
+        /// Bytes waiting in total.
+        pending: usize,
+        /// The limit.
+        limit: usize,
+    },
     /// A hook report with the wrong token for its process.
     #[error(
         "the token does not match process {0}; reports must come from inside it (PORTAL_SESSION_TOKEN)"

@@ -122,8 +122,10 @@ impl Replier {
     pub(crate) fn send(&self, data: Vec<u8>) {
         let len = data.len();
         self.pending.fetch_add(len, Ordering::AcqRel);
+        UNREAD_INPUT.fetch_add(len, Ordering::AcqRel);
         if self.tx.send(InputMsg::Data(Bytes::from(data))).is_err() {
             self.pending.fetch_sub(len, Ordering::AcqRel);
+            UNREAD_INPUT.fetch_sub(len, Ordering::AcqRel);
         }
     }
 }
@@ -144,8 +146,10 @@ impl InputWriter {
         let Some(tx) = &self.tx else { return false };
         let len = data.len();
         self.pending.fetch_add(len, Ordering::AcqRel);
+        UNREAD_INPUT.fetch_add(len, Ordering::AcqRel);
         if tx.send(InputMsg::Data(data)).is_err() {
             self.pending.fetch_sub(len, Ordering::AcqRel);
+            UNREAD_INPUT.fetch_sub(len, Ordering::AcqRel);
             return false;
         }
         true
@@ -492,6 +496,15 @@ fn start_reader(
     Ok(())
 }
 
+/// Input accepted for programs and not yet written to them, across every
+/// process of this daemon (one daemon per OS process).
+static UNREAD_INPUT: AtomicUsize = AtomicUsize::new(0);
+
+/// Bytes of input waiting for programs, across every process.
+pub(crate) fn unread_input_total() -> usize {
+    UNREAD_INPUT.load(Ordering::Acquire)
+}
+
 fn start_writer(id: ProcId, mut dst: impl Write + Send + 'static) -> std::io::Result<InputWriter> {
     let (tx, rx) = std::sync::mpsc::channel::<InputMsg>();
     let pending = Arc::new(AtomicUsize::new(0));
@@ -507,6 +520,7 @@ fn start_writer(id: ProcId, mut dst: impl Write + Send + 'static) -> std::io::Re
                         broken = true;
                     }
                     counter.fetch_sub(data.len(), Ordering::AcqRel);
+                    UNREAD_INPUT.fetch_sub(data.len(), Ordering::AcqRel);
                 }
                 #[allow(
                     clippy::disallowed_methods,
@@ -514,6 +528,15 @@ fn start_writer(id: ProcId, mut dst: impl Write + Send + 'static) -> std::io::Re
                 )]
                 InputMsg::Gap(d) => std::thread::sleep(d.min(MAX_INPUT_GAP)),
                 InputMsg::Close => break,
+            }
+        }
+        // Whatever was queued behind the close is dropped: account for it.
+        // (A send racing with the end of this thread fails and undoes its
+        // own count.)
+        while let Ok(msg) = rx.try_recv() {
+            if let InputMsg::Data(data) = msg {
+                counter.fetch_sub(data.len(), Ordering::AcqRel);
+                UNREAD_INPUT.fetch_sub(data.len(), Ordering::AcqRel);
             }
         }
         // Dropping `dst` closes the pipe (EOF for the program), or one of the

@@ -17,7 +17,10 @@
 //!    this; retention has its own tests);
 //! 6. cold start: shim start to its first `tools/list` answer, with the
 //!    daemon running and with the daemon auto-started;
-//! 7. prompts: for python3, gdb and sqlite3 through the MCP shim, the time
+//! 7. cycles: in a fresh daemon, start many short PTY processes, let them
+//!    end, clean them all up, twice; the daemon's RSS after each cycle
+//!    against its RSS before (memory must come back);
+//! 8. prompts: for python3, gdb and sqlite3 through the MCP shim, the time
 //!    from the program printing its prompt (the log's timestamp of that
 //!    output) to `process_run` returning with `input_requested`.
 //!
@@ -50,7 +53,7 @@ struct Args {
     /// Print JSON instead of a table.
     #[arg(long)]
     json: bool,
-    /// Run only these sections (capture, or pty-capture / pipe-capture alone; rtt, scale, memory, cold, prompt).
+    /// Run only these sections (capture, or pty-capture / pipe-capture alone; rtt, scale, memory, cold, cycle, prompt).
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
 }
@@ -66,6 +69,7 @@ struct Sizes {
     memory_bytes: u64,
     cold_tries: usize,
     prompt_tries: usize,
+    cycle: usize,
 }
 
 impl Sizes {
@@ -81,6 +85,7 @@ impl Sizes {
                 memory_bytes: 4 << 20,
                 cold_tries: 2,
                 prompt_tries: 3,
+                cycle: 20,
             }
         } else {
             Self {
@@ -93,6 +98,7 @@ impl Sizes {
                 memory_bytes: 1 << 30,
                 cold_tries: 10,
                 prompt_tries: 50,
+                cycle: 2000,
             }
         }
     }
@@ -591,6 +597,55 @@ async fn shim_rtt(d: &Daemon, id: u64, tries: usize) -> anyhow::Result<Vec<f64>>
     Ok(times)
 }
 
+/// Start, end and clean up many processes, twice, in a fresh daemon: its
+/// RSS must come back near where it started.
+async fn cycles(sizes: &Sizes, rows: &mut Vec<Row>) -> anyhow::Result<()> {
+    let d = Daemon::start().await?;
+    let mut rpc = d.rpc();
+    let argv: Vec<String> = ["sh", "-c", "echo cycle"].iter().map(|s| (*s).to_owned()).collect();
+    // One small process first, so the baseline includes a warm daemon.
+    let warm = rpc.start(start_request(&argv, true)).await?.into_inner().id;
+    wait_end(&mut rpc, warm).await?;
+    rpc.cleanup(pb::CleanupRequest { proc: by_id(warm) }).await?;
+    let before = status_kb(d.pid(), "VmRSS");
+    let mut after = Vec::new();
+    for _ in 0..2 {
+        let mut ids = Vec::with_capacity(sizes.cycle);
+        for _ in 0..sizes.cycle {
+            ids.push(rpc.start(start_request(&argv, true)).await?.into_inner().id);
+        }
+        for id in &ids {
+            wait_end(&mut rpc, *id).await?;
+        }
+        for id in ids {
+            rpc.cleanup(pb::CleanupRequest { proc: by_id(id) }).await?;
+        }
+        // Returning memory happens in the background after cleanups.
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        after.push(status_kb(d.pid(), "VmRSS"));
+    }
+    #[allow(clippy::cast_precision_loss, reason = "display")]
+    let mib = |kb: u64| kb as f64 / 1024.0;
+    for (i, kb) in after.iter().enumerate() {
+        let mut r = row(
+            format!(
+                "daemon RSS after cycle {} of {} PTY processes, cleaned up",
+                i + 1,
+                sizes.cycle
+            ),
+            mib(*kb),
+            Some(mib(before)),
+            "MiB",
+            // SQLite's page caches fill once and stay (8 MiB for the
+            // writer, 1 MiB per pooled reader): bounded, not a leak.
+            Some(Target::MaxOverRaw(24.0)),
+        );
+        r.note = "raw: the daemon's RSS before the cycles".into();
+        rows.push(r);
+    }
+    d.stop().await
+}
+
 /// Prompt printed → `process_run` returns, through the shim, per program.
 async fn prompts(d: &Daemon, sizes: &Sizes, rows: &mut Vec<Row>) -> anyhow::Result<()> {
     let programs: [(&str, &[&str], &str); 3] = [
@@ -949,6 +1004,9 @@ fn main() -> anyhow::Result<()> {
         }
         if want("cold") {
             cold(&d, &sizes, &mut rows).await.context("cold start")?;
+        }
+        if want("cycle") {
+            cycles(&sizes, &mut rows).await.context("cycles")?;
         }
         if want("prompt") {
             prompts(&d, &sizes, &mut rows).await.context("prompts")?;

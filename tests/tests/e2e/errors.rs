@@ -123,6 +123,41 @@ async fn a_program_that_never_reads_cannot_make_input_grow_without_bound() {
     d.stop().await;
 }
 
+#[tokio::test]
+async fn unread_input_is_bounded_across_all_processes() {
+    let d = TestDaemon::start().await;
+    let mut rpc = d.rpc();
+    let big = vec![b'x'; 10 << 20];
+    let mut sleepers = Vec::new();
+    let mut refused = None;
+    'fill: for _ in 0..6 {
+        let p = start_pipes(&mut rpc, "sleep", &["300"]).await;
+        sleepers.push(p.id);
+        // 30 MB each: under the per-process bound, so only the total stops it.
+        for _ in 0..3 {
+            let req =
+                pb::WriteRequest { proc: by_id(p.id), data: big.clone().into(), secret: false };
+            if let Err(e) = rpc.write(req).await {
+                refused = Some(e);
+                break 'fill;
+            }
+        }
+    }
+    let err = refused.expect("the total bound was never hit");
+    assert_eq!(err.code(), Code::ResourceExhausted);
+    assert!(err.message().contains("across all processes"), "{}", err.message());
+    assert!(sleepers.len() >= 4, "refused too early: {}", err.message());
+    // Killing a program that never read gives its backlog back.
+    rpc.kill(pb::KillRequest { proc: by_id(sleepers[0]) }).await.unwrap();
+    let last = *sleepers.last().unwrap();
+    wait_until("the killed program's input to be released", async || {
+        let req = pb::WriteRequest { proc: by_id(last), data: big.clone().into(), secret: false };
+        rpc.write(req).await.ok()
+    })
+    .await;
+    d.stop().await;
+}
+
 /// A StartRequest as the wire sees it, with `command` as raw bytes: what a
 /// client in a language without UTF-8 strings could send.
 #[derive(Clone, PartialEq, prost::Message)]
