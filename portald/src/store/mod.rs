@@ -864,7 +864,7 @@ impl Writer {
                         self.garbage.add(id, s);
                     }
                 }
-                let trimmed = before - self.usage.total();
+                let trimmed = before.saturating_sub(self.usage.total());
                 self.shared.trimmed.fetch_add(trimmed, Ordering::Relaxed);
                 self.shared.retained.store(self.usage.total(), Ordering::Relaxed);
                 tracing::debug!(

@@ -50,11 +50,20 @@ impl Retention {
 struct Span {
     start: u64,
     end: u64,
+    /// Bytes inside `start..end` that were never stored (a full disk).
+    holes: u64,
+    /// Every hole lies below this offset: once `start` passes it, they are
+    /// all trimmed away.
+    holes_end: u64,
 }
 
 impl Span {
+    /// Bytes actually stored. A hole partly trimmed away still counts whole
+    /// (its position inside the range is not kept): the figure errs low,
+    /// never high.
     fn len(self) -> u64 {
-        self.end.saturating_sub(self.start)
+        let range = self.end.saturating_sub(self.start);
+        if self.start >= self.holes_end { range } else { range.saturating_sub(self.holes) }
     }
 }
 
@@ -76,7 +85,8 @@ impl Usage {
     pub(crate) fn new(procs: &[super::StoredProc], limits: Retention) -> Self {
         let mut usage = Self { procs: BTreeMap::new(), total: 0, limits, dirty: BTreeSet::new() };
         for p in procs {
-            let spans = [0, 1, 2].map(|i| Span { start: p.starts[i], end: p.ends[i] });
+            let spans =
+                [0, 1, 2].map(|i| Span { start: p.starts[i], end: p.ends[i], ..Span::default() });
             usage.total += spans.iter().map(|s| s.len()).sum::<u64>();
             usage.procs.insert(p.id, spans);
             usage.dirty.insert(p.id);
@@ -94,8 +104,13 @@ impl Usage {
         let spans = self.procs.entry(chunk.proc).or_default();
         let span = &mut spans[chunk.stream.index()];
         let before = span.len();
+        if chunk.offset > span.end {
+            // Output between the stored end and this chunk was lost.
+            span.holes += chunk.offset - span.end;
+            span.holes_end = chunk.offset;
+        }
         span.end = span.end.max(chunk.end());
-        self.total += span.len() - before;
+        self.total = (self.total + span.len()).saturating_sub(before);
         self.dirty.insert(chunk.proc);
     }
 
@@ -106,14 +121,17 @@ impl Usage {
             let before = span.len();
             span.start = span.start.max(start);
             span.end = span.end.max(span.start);
-            self.total -= before - span.len();
+            if span.start >= span.holes_end {
+                span.holes = 0;
+            }
+            self.total = (self.total + span.len()).saturating_sub(before);
         }
     }
 
     /// A process and its history were deleted.
     pub(crate) fn removed(&mut self, id: ProcId) {
         if let Some(spans) = self.procs.remove(&id) {
-            self.total -= spans.iter().map(|s| s.len()).sum::<u64>();
+            self.total = self.total.saturating_sub(spans.iter().map(|s| s.len()).sum::<u64>());
         }
         self.dirty.remove(&id);
     }
@@ -133,7 +151,7 @@ impl Usage {
                 cuts.insert(id, have - (per - per / 8));
             }
         }
-        let total = self.total - cuts.values().sum::<u64>();
+        let total = self.total.saturating_sub(cuts.values().sum::<u64>());
         if total > self.limits.total {
             let want = total - (self.limits.total - self.limits.total / 8);
             self.oldest_first(want, &mut cuts);
@@ -258,6 +276,18 @@ mod tests {
         // 170 retained, target 140: 30 from process 1 only.
         assert_eq!(u.plan(), vec![(ProcId(1), 30)]);
         assert_eq!(u.plan_room(60), vec![(ProcId(1), 50), (ProcId(2), 10)]);
+    }
+
+    #[test]
+    fn output_that_was_never_stored_is_not_counted_as_kept() {
+        let mut u = usage(u64::MAX, u64::MAX);
+        u.appended(&chunk(1, StreamId::Stdout, 0, 100));
+        // 900 bytes could not be stored (a full disk); the next 100 could.
+        u.appended(&chunk(1, StreamId::Stdout, 1000, 100));
+        assert_eq!(u.total(), 200, "the hole counted as kept");
+        // Trimming past the hole forgets it; the rest counts exactly.
+        u.cleared(ProcId(1), [0, 1050, 0]);
+        assert_eq!(u.total(), 50);
     }
 
     #[test]
