@@ -261,6 +261,20 @@ pub(crate) fn secret_prompt(fd: std::os::fd::RawFd) -> Option<bool> {
     (rc == 0).then_some(t.c_lflag & libc::ECHO == 0 && t.c_lflag & libc::ICANON != 0)
 }
 
+/// Bytes free for an unprivileged writer on the filesystem holding `path`
+/// (`None` when it cannot be asked).
+pub(crate) fn free_bytes(path: &std::path::Path) -> Option<u64> {
+    use std::os::unix::ffi::OsStrExt as _;
+    let c = std::ffi::CString::new(path.as_os_str().as_bytes()).ok()?;
+    // SAFETY: an all-zero statvfs is a valid value for statvfs to fill.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: c is a NUL-terminated path and st a valid, writable statvfs.
+    let rc = unsafe { libc::statvfs(c.as_ptr(), &raw mut st) };
+    #[allow(clippy::useless_conversion, reason = "the field types are narrower on some targets")]
+    let (blocks, size) = (u64::from(st.f_bavail), u64::from(st.f_frsize));
+    (rc == 0).then(|| blocks.saturating_mul(size))
+}
+
 /// Gives memory the allocator holds free back to the kernel (glibc keeps
 /// freed memory in per-thread arenas; after thousands of processes and their
 /// threads came and went, that is hundreds of MiB). A no-op elsewhere.

@@ -22,6 +22,7 @@
 
 mod checkpoint;
 mod gc;
+mod reserve;
 pub(crate) mod retention;
 pub(crate) mod schema;
 
@@ -350,7 +351,21 @@ impl Store {
         shared.retained.store(usage.total(), Ordering::Relaxed);
         let page_size = u64::try_from(page_size).unwrap_or(4096);
         let garbage = Garbage::find(&conn, &procs)?;
-        let w = Writer { conn, usage, garbage, shared: Arc::clone(&shared), checkpoint, page_size };
+        let reserve = reserve::Reserve::new(path);
+        let mut wal = path.as_os_str().to_owned();
+        wal.push("-wal");
+        let w = Writer {
+            conn,
+            usage,
+            garbage,
+            shared: Arc::clone(&shared),
+            checkpoint,
+            page_size,
+            reserve,
+            low_space: false,
+            dir: path.parent().map(Path::to_path_buf),
+            wal: wal.into(),
+        };
         let (tx, rx) = mpsc::channel(STORE_QUEUE_MESSAGES);
         let thread = std::thread::Builder::new()
             .name("store-writer".into())
@@ -515,7 +530,27 @@ struct Writer {
     shared: Arc<WriterShared>,
     checkpoint: Checkpointer,
     page_size: u64,
+    /// Room set aside for a full disk.
+    reserve: reserve::Reserve,
+    /// The disk is nearly full: WAL kept small, freed pages kept.
+    low_space: bool,
+    /// The database's directory and WAL file.
+    dir: Option<std::path::PathBuf>,
+    wal: std::path::PathBuf,
 }
+
+/// Free disk space below which the writer keeps the log's files tight: the
+/// reserve, a few WAL folds and margin.
+const LOW_SPACE_BYTES: u64 = reserve::RESERVE_BYTES as u64 + 4 * TIGHT_WAL_BYTES;
+
+/// Room a writer on a nearly full disk keeps for what comes next (free
+/// pages in the file and free disk together), trimming the oldest history
+/// when there is less: a few WAL folds' worth, so a checkpoint always has
+/// room to copy the WAL and a delete room to commit.
+const HEADROOM_BYTES: u64 = 4 * TIGHT_WAL_BYTES;
+
+/// WAL size at which a writer on a nearly full disk folds it in.
+const TIGHT_WAL_BYTES: u64 = 4 << 20;
 
 fn writer(mut w: Writer, mut rx: mpsc::Receiver<Msg>) {
     let mut batch = Vec::new();
@@ -572,7 +607,9 @@ fn writer(mut w: Writer, mut rx: mpsc::Receiver<Msg>) {
             gc_allowance = std::time::Duration::ZERO;
             // Freed pages go back to the filesystem, a step at a time, only
             // while nothing is queued.
-            while rx.is_empty() && w.vacuum_step() {}
+            // Not on a nearly full disk: there, free pages are the room new
+            // output and checkpoints need.
+            while !w.low_space && rx.is_empty() && w.vacuum_step() {}
         }
         if rx.is_empty() {
             w.checkpoint.idle();
@@ -709,30 +746,18 @@ impl Writer {
             .map(|m| if let Msg::Chunk { chunk, .. } = m { chunk.data.len() as u64 } else { 0 })
             .sum();
         let mut result = self.run(batch, false);
-        // A full database: first delete the rows already forgotten, then
-        // trim the oldest history.
-        if result.as_ref().is_err_and(is_full) && !self.garbage.is_empty() {
-            while !self.garbage.is_empty() {
-                self.collect_garbage();
-            }
-            result = self.run(batch, false);
-        }
         if let Err(e) = &result
             && is_full(e)
         {
-            // Room for this batch and an eighth of the log, so the next
-            // batches do not each hit the wall.
-            let want = chunk_bytes.max(1 << 20) + self.usage.total() / 8;
-            let cuts = self.usage.plan_room(want);
-            tracing::warn!(error = %e, trimming = want, "the database is full; trimming the oldest history");
-            if self.apply_cuts(&cuts, true) {
-                result = self.run(batch, false);
-            }
+            tracing::warn!(error = %e, "the disk or database is full; making room");
+            self.make_room(chunk_bytes);
+            result = self.run(batch, false);
         }
         let mut chunks_committed = true;
         if result.is_ok() {
             // Pages of the touched B-tree leaves besides the blobs themselves.
             self.checkpoint.committed(&self.conn, chunk_bytes + 4 * self.page_size);
+            self.watch_space();
         }
         if let Err(e) = &result {
             tracing::error!(error = %e, lost_bytes = chunk_bytes, "cannot store output; keeping the control records");
@@ -795,6 +820,79 @@ impl Writer {
     }
 
     /// One step of deleting forgotten rows.
+    /// Makes room on a full disk or database, in the order that works when
+    /// not even a delete has room: give the reserve back and fold the WAL in
+    /// (small, since a low disk keeps it small); delete what was already
+    /// forgotten; trim the oldest history (room for this batch and an eighth
+    /// of the log, so the next batches do not each hit the wall); fold the
+    /// WAL in again. The trimmed pages stay in the file for new output.
+    fn make_room(&mut self, chunk_bytes: u64) {
+        self.reserve.release();
+        self.fold_wal();
+        while !self.garbage.is_empty() {
+            self.collect_garbage();
+        }
+        self.trim_for_room(chunk_bytes.max(1 << 20) + self.usage.total() / 8);
+        self.fold_wal();
+        self.low_space = true;
+    }
+
+    fn trim_for_room(&mut self, want: u64) {
+        let cuts = self.usage.plan_room(want);
+        tracing::info!(trimming = want, "trimming the oldest history for room on the disk");
+        self.apply_cuts(&cuts, true);
+    }
+
+    /// After every commit (one `statvfs`, a microsecond): on a disk running
+    /// out of room, keep the WAL small
+    /// (checkpoints need room to copy it, which a full disk does not have),
+    /// and once the file has no free pages left for new output, trim the
+    /// oldest history before the disk fills; give the reserve back to the
+    /// filesystem's use only in an emergency. Leaves that mode when the disk
+    /// has room again (and makes the reserve anew).
+    fn watch_space(&mut self) {
+        let Some(free) = self.dir.as_deref().and_then(crate::sys::free_bytes) else { return };
+        let low = free < LOW_SPACE_BYTES;
+        if low && !self.low_space {
+            tracing::warn!(free, "the disk is running out of room: keeping the log's files tight");
+        }
+        if !low && self.low_space {
+            self.reserve.restore();
+            if self.reserve.held() {
+                tracing::info!(free, "the disk has room again");
+                self.low_space = false;
+            }
+            return;
+        }
+        self.low_space |= low;
+        if !self.low_space {
+            return;
+        }
+        if self.wal_bytes() > TIGHT_WAL_BYTES {
+            self.fold_wal();
+        }
+        // Room for what comes next: free pages in the file (new output and
+        // checkpoints reuse them) plus free disk (the WAL grows into it).
+        let free_pages: i64 =
+            self.conn.pragma_query_value(None, "freelist_count", |r| r.get(0)).unwrap_or(0);
+        let room = free + u64::try_from(free_pages).unwrap_or(0) * self.page_size;
+        if room < HEADROOM_BYTES {
+            self.trim_for_room(HEADROOM_BYTES + self.usage.total() / 8);
+            self.fold_wal();
+        }
+    }
+
+    fn wal_bytes(&self) -> u64 {
+        std::fs::metadata(&self.wal).map_or(0, |m| m.len())
+    }
+
+    /// Copies the WAL into the database and empties it.
+    fn fold_wal(&self) {
+        if let Err(e) = self.conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(())) {
+            tracing::warn!(error = %e, "checkpoint failed");
+        }
+    }
+
     /// Gives up to [`VACUUM_STEP_PAGES`] free pages back to the filesystem
     /// when more than [`VACUUM_SLACK_BYTES`] are free. True while more
     /// remain.

@@ -128,3 +128,80 @@ async fn disk_use_stays_near_what_is_kept() {
     .await;
     eprintln!("after cleanup: {size} on disk");
 }
+
+/// Unmounts a test's tmpfs, even when the test fails.
+struct Mounted(std::path::PathBuf);
+
+impl Drop for Mounted {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount").arg("-l").arg(&self.0).status();
+    }
+}
+
+#[tokio::test]
+async fn a_real_full_disk_trims_keeps_the_newest_output_and_the_exit() {
+    if portal_proto::paths::uid() != 0 {
+        eprintln!("skipped: mounting a small tmpfs needs root");
+        return;
+    }
+    let dir = test_dir();
+    let config = config_in(dir.path());
+    std::fs::create_dir_all(&config.data_dir).unwrap();
+    let mounted = std::process::Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=48m,mode=0700", "tmpfs"])
+        .arg(&config.data_dir)
+        .status()
+        .is_ok_and(|s| s.success());
+    if !mounted {
+        eprintln!("skipped: cannot mount a tmpfs here");
+        return;
+    }
+    let _unmount = Mounted(config.data_dir.clone());
+    let serve = |config: &portald::Config| {
+        let listener = portald::bind(config).expect("bind on a small disk");
+        let shutdown = tokio_util::sync::CancellationToken::new();
+        (tokio::spawn(portald::serve(listener, shutdown.clone())), shutdown)
+    };
+    let (task, shutdown) = serve(&config);
+    let client = portal_proto::client::Client::connect(&config.socket).await.unwrap();
+    let mut rpc = client.rpc();
+    // 150 MB of output into a 48 MiB filesystem, then a last line and an exit.
+    let script = "yes 0123456789abcdefghij0123456789abcdefghij | head -c 150000000; echo; echo LAST-LINE; exit 3";
+    let p = start_pipes(&mut rpc, "sh", &["-c", script]).await;
+    let ended = wait_exit(&mut rpc, p.id).await;
+    assert_eq!((ended.status(), ended.exit_code), (pb::Status::Exited, Some(3)));
+    let i = info(&mut rpc).await;
+    assert!(i.log_bytes_trimmed > 0, "trimming never succeeded: {i:?}");
+    assert!(i.log_bytes <= 48 << 20, "more reported kept than the disk holds: {i:?}");
+    let tail = rpc
+        .read(pb::ReadRequest {
+            proc: by_id(p.id),
+            from: Some(pb::read_request::From::Tail(true)),
+            max_bytes: 256,
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let text: String =
+        tail.records.iter().map(|r| String::from_utf8_lossy(&r.data).into_owned()).collect();
+    assert!(text.ends_with("LAST-LINE\n"), "the newest output was lost: {text:?} {i:?}");
+    assert_eq!(i.log_bytes_dropped, 0, "output was lost although trimming could make room: {i:?}");
+    drop(rpc);
+    drop(client);
+    shutdown.cancel();
+    bounded("shutdown", task).await.unwrap().unwrap();
+    // A new daemon on the same full disk still knows the exit.
+    let (task, shutdown) = serve(&config);
+    let client = portal_proto::client::Client::connect(&config.socket).await.unwrap();
+    let mut rpc = client.rpc();
+    let back = rpc.inspect(pb::InspectRequest { proc: by_id(p.id) }).await.unwrap().into_inner();
+    assert_eq!((back.status(), back.exit_code), (pb::Status::Exited, Some(3)));
+    drop(rpc);
+    drop(client);
+    shutdown.cancel();
+    bounded("shutdown", task).await.unwrap().unwrap();
+    let db = rusqlite::Connection::open(config.database()).unwrap();
+    let check: String = db.query_row("PRAGMA integrity_check", [], |r| r.get(0)).unwrap();
+    assert_eq!(check, "ok");
+}
