@@ -1,4 +1,5 @@
-//! `daemon status|start|stop`. Status and stop never start a daemon.
+//! `daemon status|start|stop|doctor`. Status, stop and doctor never start a
+//! daemon.
 
 use std::time::Duration;
 
@@ -89,6 +90,23 @@ pub(crate) fn started(client: &Client) -> Outcome {
 }
 
 /// `daemon stop`: asks for shutdown and waits until the socket is gone.
+/// `daemon doctor`: runs `portald --doctor` on the same socket and data
+/// directory (SQLite lives in the daemon's binary, not in this one).
+pub(crate) fn doctor() -> Outcome {
+    let daemon = portal_proto::paths::daemon_binary().ok_or_else(|| {
+        anyhow::anyhow!("cannot find portald (beside portal-cli, on PATH, or PORTAL_DAEMON)")
+    })?;
+    let status = std::process::Command::new(&daemon)
+        .arg("--doctor")
+        .arg("--socket")
+        .arg(portal_proto::paths::socket_path())
+        .arg("--data-dir")
+        .arg(portal_proto::paths::data_dir())
+        .status()
+        .map_err(|e| anyhow::anyhow!("cannot run {}: {e}", daemon.display()))?;
+    if status.success() { Ok(()) } else { Err(Failure::Silent) }
+}
+
 pub(crate) async fn stop() -> Outcome {
     let socket = portal_proto::paths::socket_path();
     let client = match Client::connect(&socket).await {

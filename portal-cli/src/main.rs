@@ -206,6 +206,9 @@ enum DaemonCommand {
     Start,
     /// Stop portald (its programs are stopped too).
     Stop,
+    /// Check the database; when it is damaged, move it aside and salvage
+    /// what can be read into a fresh one (stop portald first).
+    Doctor,
 }
 
 /// A failure with its exit code.
@@ -270,6 +273,7 @@ async fn run(cli: Cli) -> Outcome {
         Command::Service(cmd) => return service::run(cmd).map_err(Failure::Failed),
         Command::Daemon(DaemonCommand::Status { out }) => return daemonctl::status(out).await,
         Command::Daemon(DaemonCommand::Stop) => return daemonctl::stop().await,
+        Command::Daemon(DaemonCommand::Doctor) => return daemonctl::doctor(),
         Command::Emit(args) => return agents::emit(args).await,
         _ => {}
     }

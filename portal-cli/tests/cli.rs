@@ -516,3 +516,71 @@ while True:
     let got = bounded("the fake server's report", lines.next_line()).await.unwrap();
     assert_eq!(got.as_deref(), Some("received 0"));
 }
+
+#[tokio::test]
+async fn the_doctor_moves_a_damaged_database_aside_and_salvages_it() {
+    use std::io::{Seek as _, SeekFrom, Write as _};
+    let dir = test_dir();
+    let config = config_in(dir.path());
+    // portal-cli finds the portald built beside it.
+    let env = [("PORTAL_DATA_DIR", config.data_dir.to_str().unwrap())];
+    let serve = |config: &portald::Config| {
+        let listener = portald::bind(config).expect("bind");
+        let shutdown = tokio_util::sync::CancellationToken::new();
+        (tokio::spawn(portald::serve(listener, shutdown.clone())), shutdown)
+    };
+    let (task, shutdown) = serve(&config);
+    let client = portal_proto::client::Client::connect(&config.socket).await.unwrap();
+    let mut rpc = client.rpc();
+    let p = start_pipes(&mut rpc, "sh", &["-c", "seq 1 400000; echo done"]).await;
+    wait_exit(&mut rpc, p.id).await;
+    // While it runs, the doctor refuses.
+    let out = cli_env(&config.socket, &["daemon", "doctor"], &env).await;
+    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("stop it first"));
+    drop(rpc);
+    drop(client);
+    shutdown.cancel();
+    bounded("shutdown", task).await.unwrap().unwrap();
+    // Healthy: nothing to do.
+    let out = ok(&cli_env(&config.socket, &["daemon", "doctor"], &env).await);
+    assert!(out.contains("is healthy"), "{out}");
+    // A damaged page: the root of an index of the log.
+    let db = config.database();
+    let (page, size): (i64, i64) = {
+        let c = rusqlite::Connection::open(&db).unwrap();
+        let root: i64 = c
+            .query_row(
+                "SELECT rootpage FROM sqlite_schema WHERE type = 'index' AND tbl_name = 'chunks' LIMIT 1",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        (root, c.query_row("PRAGMA page_size", [], |r| r.get(0)).unwrap())
+    };
+    let mut f = std::fs::OpenOptions::new().write(true).open(&db).unwrap();
+    f.seek(SeekFrom::Start(u64::try_from((page - 1) * size).unwrap())).unwrap();
+    f.write_all(&vec![0xa5u8; usize::try_from(size).unwrap()]).unwrap();
+    drop(f);
+    let out = ok(&cli_env(&config.socket, &["daemon", "doctor"], &env).await);
+    assert!(out.contains("is damaged") && out.contains("moved it aside"), "{out}");
+    assert!(out.contains("rows of processes"), "{out}");
+    let aside = std::fs::read_dir(&config.data_dir)
+        .unwrap()
+        .filter_map(Result::ok)
+        .any(|e| e.file_name().to_string_lossy().starts_with("portal.db.broken-"));
+    assert!(aside, "the damaged file was not kept");
+    // The daemon starts on the fresh database and knows the process.
+    let (task, shutdown) = serve(&config);
+    let client = portal_proto::client::Client::connect(&config.socket).await.unwrap();
+    let back =
+        client.rpc().inspect(pb::InspectRequest { proc: by_id(p.id) }).await.unwrap().into_inner();
+    assert_eq!(back.status(), pb::Status::Exited);
+    drop(client);
+    shutdown.cancel();
+    bounded("shutdown", task).await.unwrap().unwrap();
+    // A header that is not SQLite's at all: moved aside, a fresh start.
+    std::fs::write(config.database(), b"garbage, not a database at all").unwrap();
+    let out = ok(&cli_env(&config.socket, &["daemon", "doctor"], &env).await);
+    assert!(out.contains("is damaged") && out.contains("fresh database"), "{out}");
+}

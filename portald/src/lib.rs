@@ -19,12 +19,14 @@
 //! - `store`: the SQLite writer thread, schema and range reads.
 //! - `sys`: every `unsafe` libc call.
 //! - [`config`]: limits and settings.
+//! - [`doctor`]: checking and repairing a damaged database.
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
 mod agents;
 mod ansi;
 pub mod config;
 mod daemon;
+pub mod doctor;
 #[cfg(test)]
 mod fuzz;
 mod grpc;

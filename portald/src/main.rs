@@ -45,6 +45,11 @@ struct Args {
     /// Hard ceiling of the database file; reaching it is handled like a full disk
     #[arg(long, env = "PORTAL_MAX_DB_SIZE", value_parser = parse_size)]
     max_db_size: Option<u64>,
+    /// Check the database instead of serving; when it is damaged, move it
+    /// aside and salvage what can be read into a fresh one (portald must not
+    /// be running)
+    #[arg(long)]
+    doctor: bool,
 }
 
 /// Parses `1048576`, `64K`, `512M`, `4G` (powers of 1024).
@@ -94,6 +99,25 @@ fn init_logging(args: &Args, data_dir: &std::path::Path) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// `--doctor`: the report goes to stdout, for the person who asked.
+#[allow(
+    clippy::print_stdout,
+    clippy::print_stderr,
+    reason = "a command's answer, not daemon output"
+)]
+fn doctor(config: &portald::Config) -> ExitCode {
+    match portald::doctor::run(config) {
+        Ok(report) => {
+            print!("{report}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("portald --doctor: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
 fn main() -> ExitCode {
     let args = Args::parse();
     let socket = args.socket.clone().unwrap_or_else(paths::socket_path);
@@ -112,6 +136,9 @@ fn main() -> ExitCode {
         return ExitCode::FAILURE;
     }
     let mut config = portald::Config::new(socket, data_dir);
+    if args.doctor {
+        return doctor(&config);
+    }
     config.max_processes = args.max_processes;
     config.kill_grace = Duration::from_millis(args.kill_grace_ms);
     config.retention = portald::Retention {

@@ -181,7 +181,12 @@ pub fn bind(config: &Config) -> Result<Listener, StartError> {
     }
     let (store, store_thread) = Store::open(&config.database(), config.retention)
         .map_err(|e| anyhow::anyhow!(e))
-        .context("opening the database")?;
+        .with_context(|| {
+            format!(
+                "opening the database {} (if it is damaged, `portal-cli daemon doctor` moves it aside and salvages what it can)",
+                config.database().display()
+            )
+        })?;
     let uds = std::os::unix::net::UnixListener::bind(&socket)
         .with_context(|| format!("binding {}", socket.display()))?;
     std::fs::set_permissions(&socket, std::fs::Permissions::from_mode(0o600))

@@ -27,6 +27,7 @@ pub(crate) mod retention;
 pub(crate) mod schema;
 
 use std::collections::HashMap;
+use std::os::unix::fs::MetadataExt as _;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
@@ -256,6 +257,9 @@ struct WriterShared {
     trimmed: AtomicU64,
     dropped: AtomicU64,
     error: Mutex<Option<String>>,
+    /// The database file was deleted or replaced under the daemon: shown
+    /// until a restart (commits still succeed, into the old file).
+    replaced: Mutex<Option<String>>,
 }
 
 impl WriterShared {
@@ -319,6 +323,17 @@ impl StoreThread {
     }
 }
 
+/// Settings a new database file needs before its first table. Both take
+/// effect only while the file is still empty: 64 KiB pages (see
+/// ARCHITECTURE.md), and incremental auto-vacuum, so the writer can give
+/// freed pages back to the filesystem when it is idle (older databases keep
+/// their size).
+pub(crate) fn prepare_new(conn: &Connection) -> Result<(), StoreError> {
+    conn.pragma_update(None, "page_size", PAGE_SIZE)?;
+    conn.pragma_update(None, "auto_vacuum", "INCREMENTAL")?;
+    Ok(())
+}
+
 impl Store {
     /// Opens (creating if needed) the database and starts the writer.
     pub(crate) fn open(
@@ -327,11 +342,7 @@ impl Store {
     ) -> Result<(Self, StoreThread), StoreError> {
         let open_err = |reason: String| StoreError::Open { path: path.to_path_buf(), reason };
         let mut conn = Connection::open(path).map_err(|e| open_err(e.to_string()))?;
-        // Both take effect only while the file is still empty. Incremental
-        // auto-vacuum lets the writer give freed pages back to the
-        // filesystem when it is idle (older databases keep their size).
-        conn.pragma_update(None, "page_size", PAGE_SIZE)?;
-        conn.pragma_update(None, "auto_vacuum", "INCREMENTAL")?;
+        prepare_new(&conn)?;
         schema::migrate(&mut conn).map_err(|e| open_err(e.to_string()))?;
         let page_size: i64 = conn.pragma_query_value(None, "page_size", |r| r.get(0))?;
         // A whole batch fits in the page cache, so a commit writes each
@@ -365,6 +376,8 @@ impl Store {
             low_space: false,
             dir: path.parent().map(Path::to_path_buf),
             wal: wal.into(),
+            db_path: path.to_path_buf(),
+            db_id: std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino())),
         };
         let (tx, rx) = mpsc::channel(STORE_QUEUE_MESSAGES);
         let thread = std::thread::Builder::new()
@@ -391,7 +404,13 @@ impl Store {
             retained: self.shared.retained.load(Ordering::Relaxed),
             trimmed: self.shared.trimmed.load(Ordering::Relaxed),
             dropped: self.shared.dropped.load(Ordering::Relaxed),
-            error: self.shared.error().clone(),
+            error: self
+                .shared
+                .replaced
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .clone()
+                .or_else(|| self.shared.error().clone()),
         }
     }
 
@@ -537,6 +556,9 @@ struct Writer {
     /// The database's directory and WAL file.
     dir: Option<std::path::PathBuf>,
     wal: std::path::PathBuf,
+    /// The database file, and its device and inode when opened.
+    db_path: std::path::PathBuf,
+    db_id: Option<(u64, u64)>,
 }
 
 /// Free disk space below which the writer keeps the log's files tight: the
@@ -758,6 +780,7 @@ impl Writer {
             // Pages of the touched B-tree leaves besides the blobs themselves.
             self.checkpoint.committed(&self.conn, chunk_bytes + 4 * self.page_size);
             self.watch_space();
+            self.watch_file();
         }
         if let Err(e) = &result {
             tracing::error!(error = %e, lost_bytes = chunk_bytes, "cannot store output; keeping the control records");
@@ -841,6 +864,28 @@ impl Writer {
         let cuts = self.usage.plan_room(want);
         tracing::info!(trimming = want, "trimming the oldest history for room on the disk");
         self.apply_cuts(&cuts, true);
+    }
+
+    /// Notices the database file deleted or replaced under the daemon
+    /// (one `stat` per commit): from then on the log goes to a file nobody
+    /// can open again, which only a restart cures; say so where
+    /// `daemon status` and `GetInfo` show it.
+    fn watch_file(&mut self) {
+        let now = std::fs::metadata(&self.db_path).ok().map(|m| (m.dev(), m.ino()));
+        if now == self.db_id {
+            return;
+        }
+        let mut replaced =
+            self.shared.replaced.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if replaced.is_none() {
+            let what = if now.is_none() { "deleted" } else { "replaced" };
+            let msg = format!(
+                "the database {} was {what} while portald ran: what it logs now cannot be read after a restart; restart portald (portal-cli daemon stop) to start a new log",
+                self.db_path.display()
+            );
+            tracing::error!("{msg}");
+            *replaced = Some(msg);
+        }
     }
 
     /// After every commit (one `statvfs`, a microsecond): on a disk running

@@ -205,3 +205,19 @@ async fn a_real_full_disk_trims_keeps_the_newest_output_and_the_exit() {
     let check: String = db.query_row("PRAGMA integrity_check", [], |r| r.get(0)).unwrap();
     assert_eq!(check, "ok");
 }
+
+#[tokio::test]
+async fn a_database_deleted_under_the_daemon_is_reported() {
+    let d = TestDaemon::start().await;
+    let mut rpc = d.rpc();
+    let data = d.dir.path().join("data");
+    for f in ["portal.db", "portal.db-wal", "portal.db-shm"] {
+        let _ = std::fs::remove_file(data.join(f));
+    }
+    // The next commits notice.
+    let p = start_pipes(&mut rpc, "echo", &["after"]).await;
+    wait_exit(&mut rpc, p.id).await;
+    let i = info(&mut rpc).await;
+    assert!(i.storage_error.contains("was deleted while portald ran"), "{i:?}");
+    assert!(i.storage_error.contains("restart portald"), "{i:?}");
+}

@@ -1,0 +1,191 @@
+//! `portald --doctor`: a way out of a damaged database.
+//!
+//! A database SQLite cannot open, or whose integrity check fails, stops
+//! every start of the daemon. The doctor checks it; when it is damaged it
+//! moves it (and its `-wal` and `-shm`) aside under a timestamped name,
+//! creates a fresh database and copies into it what SQLite can still read
+//! of the old one, table by table and row by row, skipping past rows it
+//! cannot read. Processes that were running are marked `lost`, as a daemon
+//! restart would. It refuses to run while a daemon holds the database.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use anyhow::Context as _;
+use rusqlite::types::Value;
+use rusqlite::{Connection, OpenFlags};
+
+use crate::config::Config;
+use crate::store::schema;
+
+/// Tables copied when salvaging, parents before children.
+const TABLES: &[&str] = &["processes", "chunks", "programs", "agent_events"];
+
+/// After a row that cannot be read, how many rowids the salvage skips ahead
+/// at most, a step at a time, before giving up on the rest of the table.
+const MAX_SKIPS: u32 = 1000;
+
+/// Checks the database and repairs it when damaged; returns what was done.
+///
+/// # Errors
+/// When a daemon is running on it, or a file cannot be moved or created.
+pub fn run(config: &Config) -> anyhow::Result<String> {
+    refuse_if_running(&config.socket)?;
+    let db = config.database();
+    if !db.exists() {
+        return Ok(format!("no database at {}: nothing to check\n", db.display()));
+    }
+    let problem = match check(&db) {
+        Ok(()) => {
+            return Ok(format!("{} is healthy (integrity check ok)\n", db.display()));
+        }
+        Err(problem) => problem,
+    };
+    let mut out = format!("{} is damaged: {problem}\n", db.display());
+    let stamp = crate::sys::wall_ns() / 1_000_000_000;
+    let broken = aside(&db, stamp)?;
+    let _ = writeln!(out, "moved it aside to {}", broken.display());
+    let mut fresh = Connection::open(&db).with_context(|| format!("creating {}", db.display()))?;
+    crate::store::prepare_new(&fresh)?;
+    schema::migrate(&mut fresh).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let salvaged = salvage(&broken, &mut fresh);
+    match salvaged {
+        Ok(counts) if counts.iter().all(|(_, n, _)| *n == 0) => {
+            out.push_str("nothing could be read back from it; the new database starts empty\n");
+        }
+        Ok(counts) => {
+            for (table, rows, complete) in counts {
+                let _ = writeln!(
+                    out,
+                    "salvaged {rows} rows of {table}{}",
+                    if complete { "" } else { " (the rest could not be read)" }
+                );
+            }
+            fresh.execute("UPDATE processes SET status = 'lost' WHERE status = 'running'", [])?;
+        }
+        Err(e) => {
+            let _ = writeln!(out, "nothing could be salvaged ({e}); the new database starts empty");
+        }
+    }
+    let _ = writeln!(out, "a fresh database is at {}; portald can start again", db.display());
+    Ok(out)
+}
+
+/// Fails when a daemon holds the lock beside the socket.
+fn refuse_if_running(socket: &Path) -> anyhow::Result<()> {
+    let mut name = socket.file_name().unwrap_or_default().to_owned();
+    name.push(".lock");
+    let lock = socket.with_file_name(name);
+    let Ok(file) = std::fs::OpenOptions::new().write(true).open(&lock) else { return Ok(()) };
+    if !crate::sys::try_lock_exclusive(&file).unwrap_or(true) {
+        anyhow::bail!(
+            "portald is running on {}: stop it first (portal-cli daemon stop), then run the doctor",
+            socket.display()
+        );
+    }
+    Ok(())
+}
+
+/// Opens the database and runs SQLite's integrity check.
+fn check(db: &Path) -> Result<(), String> {
+    let conn = Connection::open_with_flags(db, OpenFlags::SQLITE_OPEN_READ_WRITE)
+        .map_err(|e| e.to_string())?;
+    let mut stmt = conn.prepare("PRAGMA integrity_check").map_err(|e| e.to_string())?;
+    let rows: Vec<String> = stmt
+        .query_map([], |r| r.get(0))
+        .map_err(|e| e.to_string())?
+        .collect::<Result<_, _>>()
+        .map_err(|e| e.to_string())?;
+    match rows.as_slice() {
+        [ok] if ok == "ok" => Ok(()),
+        [] => Err("the integrity check said nothing".into()),
+        problems => Err(problems.iter().take(3).cloned().collect::<Vec<_>>().join("; ")),
+    }
+}
+
+/// Renames the database and its companions to `<name>.broken-<stamp>`.
+fn aside(db: &Path, stamp: i64) -> anyhow::Result<PathBuf> {
+    let with = |suffix: &str| {
+        let mut s = db.as_os_str().to_owned();
+        s.push(suffix);
+        PathBuf::from(s)
+    };
+    let broken = with(&format!(".broken-{stamp}"));
+    std::fs::rename(db, &broken)
+        .with_context(|| format!("moving {} to {}", db.display(), broken.display()))?;
+    for part in ["-wal", "-shm"] {
+        let from = with(part);
+        if from.exists() {
+            let to = with(&format!(".broken-{stamp}{part}"));
+            std::fs::rename(&from, &to)
+                .with_context(|| format!("moving {} to {}", from.display(), to.display()))?;
+        }
+    }
+    Ok(broken)
+}
+
+/// Copies every readable row of [`TABLES`] from `broken` into `fresh`;
+/// per table: rows copied and whether the whole table could be read.
+fn salvage(broken: &Path, fresh: &mut Connection) -> anyhow::Result<Vec<(String, u64, bool)>> {
+    let old = Connection::open_with_flags(broken, OpenFlags::SQLITE_OPEN_READ_ONLY)?;
+    let tx = fresh.transaction()?;
+    let mut counts = Vec::new();
+    for table in TABLES {
+        let Ok(columns) = columns(&old, table) else {
+            counts.push(((*table).to_owned(), 0, false));
+            continue;
+        };
+        let list = columns.join(", ");
+        let marks = vec!["?"; columns.len()].join(", ");
+        let insert = format!("INSERT OR IGNORE INTO {table} ({list}) VALUES ({marks})");
+        let select =
+            format!("SELECT rowid, {list} FROM {table} WHERE rowid >= ?1 ORDER BY rowid LIMIT 256");
+        let (mut next, mut copied, mut skips, mut complete) = (i64::MIN, 0u64, 0u32, true);
+        loop {
+            let page: Result<Vec<(i64, Vec<Value>)>, rusqlite::Error> =
+                old.prepare(&select).and_then(|mut s| {
+                    s.query_map([next], |r| {
+                        let id: i64 = r.get(0)?;
+                        let values = (1..=columns.len())
+                            .map(|i| r.get::<_, Value>(i))
+                            .collect::<Result<_, _>>()?;
+                        Ok((id, values))
+                    })?
+                    .collect()
+                });
+            match page {
+                Ok(rows) if rows.is_empty() => break,
+                Ok(rows) => {
+                    for (id, values) in rows {
+                        if tx.execute(&insert, rusqlite::params_from_iter(values)).is_ok() {
+                            copied += 1;
+                        }
+                        next = id + 1;
+                    }
+                }
+                Err(_) if skips < MAX_SKIPS && next != i64::MIN => {
+                    complete = false;
+                    skips += 1;
+                    next += 1;
+                }
+                Err(_) => {
+                    complete = false;
+                    break;
+                }
+            }
+        }
+        counts.push(((*table).to_owned(), copied, complete));
+    }
+    tx.commit()?;
+    Ok(counts)
+}
+
+/// The columns of `table` as the old database declares them.
+fn columns(conn: &Connection, table: &str) -> rusqlite::Result<Vec<String>> {
+    let mut stmt = conn.prepare(&format!("PRAGMA table_info({table})"))?;
+    let cols: Vec<String> = stmt.query_map([], |r| r.get(1))?.collect::<Result<_, _>>()?;
+    if cols.is_empty() {
+        return Err(rusqlite::Error::QueryReturnedNoRows);
+    }
+    Ok(cols)
+}
