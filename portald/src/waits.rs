@@ -718,24 +718,32 @@ fn strip_echo(output: &mut String, input: &str) {
     let Some(first) = typed.first().copied().filter(|l| !l.is_empty()) else { return };
     let mut next = 0;
     let mut repeated_first = false;
+    // Input typed before the program reads it is echoed by the terminal as
+    // well (the first line shows twice), Enter as an empty line: then a few
+    // bare lines more are echo too.
+    let mut spare_bare = typed.len();
     while let Some(nl) = output.find('\n') {
         let line = output[..nl].trim_end();
-        let echoes = |want: &str| {
-            if want.is_empty() {
-                line.trim().chars().count() <= MAX_BARE_PROMPT_CHARS
-            } else {
-                line.contains(want)
-            }
-        };
+        let bare = is_bare_prompt(line);
+        let echoes = |want: &str| if want.is_empty() { bare } else { line.contains(want) };
         if next < typed.len() && echoes(typed[next]) {
             next += 1;
         } else if next == 1 && !repeated_first && line.contains(first) {
             repeated_first = true;
+        } else if bare && repeated_first && spare_bare > 0 {
+            spare_bare -= 1;
         } else {
             break;
         }
         output.drain(..=nl);
     }
+}
+
+/// A line that is only a continuation prompt (`...`, `>`) or nothing: no
+/// letters or digits, and short.
+fn is_bare_prompt(line: &str) -> bool {
+    let t = line.trim();
+    t.chars().count() <= MAX_BARE_PROMPT_CHARS && !t.chars().any(char::is_alphanumeric)
 }
 
 /// One item of a key send.
@@ -778,4 +786,33 @@ pub(crate) async fn send_keys(h: &ProcHandle, items: &[KeyItem]) -> Result<u64, 
         };
     }
     Ok(written)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::strip_echo;
+
+    fn stripped(output: &str, input: &str) -> String {
+        let mut out = output.to_owned();
+        strip_echo(&mut out, input);
+        out
+    }
+
+    #[test]
+    fn the_echo_goes_and_the_output_stays() {
+        assert_eq!(stripped("print(6*7)\n42\n", "print(6*7)"), "42\n");
+        // An empty line of output is output, not echo.
+        assert_eq!(stripped("print()\n\n", "print()"), "\n");
+        // A block: each line echoed after a continuation prompt, the blank
+        // line that ends it as the bare prompt.
+        let block = "for i in range(3): print(i)\n";
+        assert_eq!(stripped("for i in range(3): print(i)\n... \n0\n1\n2\n", block), "0\n1\n2\n");
+        // Typed before the program read it: the terminal echoed it too,
+        // Enter as an empty line.
+        let early =
+            "for i in range(3): print(i)\n>>> for i in range(3): print(i)\n\n... \n0\n1\n2\n";
+        assert_eq!(stripped(early, block), "0\n1\n2\n");
+        // Output that happens to look like the input is not taken for echo.
+        assert_eq!(stripped("echo hi\nhi\n", "echo hi"), "hi\n");
+    }
 }

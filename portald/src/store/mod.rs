@@ -340,6 +340,31 @@ impl Store {
         path: &Path,
         retention: Retention,
     ) -> Result<(Self, StoreThread), StoreError> {
+        match Self::open_once(path, retention) {
+            // A disk so full that not even opening works (the WAL, the
+            // lost-process update): the reserve is for exactly this.
+            Err(e) if is_full(&e) && reserve::Reserve::new_released(path) => {
+                tracing::warn!("the disk is full: released the reserve to start");
+                Self::open_once(path, retention).map_err(|e| {
+                    if is_full(&e) {
+                        StoreError::Open {
+                            path: path.to_path_buf(),
+                            reason: "the disk holding it is full; free some space (portald needs a few MiB) and start it again".into(),
+                        }
+                    } else {
+                        e
+                    }
+                })
+            }
+            Err(e) if is_full(&e) => Err(StoreError::Open {
+                path: path.to_path_buf(),
+                reason: "the disk holding it is full; free some space (portald needs a few MiB) and start it again".into(),
+            }),
+            other => other,
+        }
+    }
+
+    fn open_once(path: &Path, retention: Retention) -> Result<(Self, StoreThread), StoreError> {
         let open_err = |reason: String| StoreError::Open { path: path.to_path_buf(), reason };
         let mut conn = Connection::open(path).map_err(|e| open_err(e.to_string()))?;
         prepare_new(&conn)?;

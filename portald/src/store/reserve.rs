@@ -55,6 +55,14 @@ impl Reserve {
         }
     }
 
+    /// Deletes the reserve beside `database` without opening anything; true
+    /// when there was one (room for a daemon starting on a full disk).
+    pub(crate) fn new_released(database: &Path) -> bool {
+        let mut name = database.as_os_str().to_owned();
+        name.push(".reserve");
+        std::fs::remove_file(PathBuf::from(name)).is_ok()
+    }
+
     /// Whether the room is set aside now.
     pub(crate) fn held(&self) -> bool {
         self.held.load(Ordering::Acquire)
@@ -113,7 +121,13 @@ impl Reserve {
 /// used at once (tmpfs allocates them, ext4 and xfs reserve them), and a
 /// sync would cost the daemon's first start tens of milliseconds.
 fn make(path: &Path) -> std::io::Result<()> {
-    let mut f = std::fs::OpenOptions::new().create(true).truncate(true).write(true).open(path)?;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(true)
+        .write(true)
+        .mode(0o600)
+        .open(path)?;
     let zeros = vec![0u8; 1 << 20];
     for _ in 0..RESERVE_BYTES / zeros.len() {
         f.write_all(&zeros)?;

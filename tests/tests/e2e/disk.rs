@@ -191,7 +191,15 @@ async fn a_real_full_disk_trims_keeps_the_newest_output_and_the_exit() {
     drop(client);
     shutdown.cancel();
     bounded("shutdown", task).await.unwrap().unwrap();
-    // A new daemon on the same full disk still knows the exit.
+    // Fill the disk to the last byte: a new daemon still starts (on the
+    // reserve) and knows the exit.
+    {
+        use std::io::Write as _;
+        let mut fill = std::fs::File::create(config.data_dir.join("fill")).unwrap();
+        let block = vec![0u8; 1 << 16];
+        while fill.write_all(&block).is_ok() {}
+        while fill.write_all(&block[..512]).is_ok() {}
+    }
     let (task, shutdown) = serve(&config);
     let client = portal_proto::client::Client::connect(&config.socket).await.unwrap();
     let mut rpc = client.rpc();
