@@ -153,6 +153,9 @@ pub(crate) struct Output {
     pub(crate) omitted_cursor: Option<String>,
     /// True when some of the requested history was cleared before it could be read.
     pub(crate) history_cleared: bool,
+    /// Bytes inside this range that were never stored (the disk was full);
+    /// a marker line in `output` stands where they were.
+    pub(crate) lost_bytes: u64,
 }
 
 /// `process_write` result.
@@ -453,6 +456,7 @@ pub(crate) fn output(id: u64, resp: &pb::ReadResponse) -> Output {
         omitted_bytes: resp.omitted_bytes,
         omitted_cursor: (resp.omitted_bytes > 0).then(|| cursor_string(resp.omitted_from.as_ref())),
         history_cleared: resp.history_trimmed,
+        lost_bytes: resp.lost.iter().map(|l| l.length).sum(),
     }
 }
 

@@ -90,6 +90,8 @@ pub(crate) struct ReadResult {
     pub(crate) trimmed: bool,
     /// Status at read time.
     pub(crate) status: ProcStatus,
+    /// Ranges inside the read that were never stored (stream, offset, length).
+    pub(crate) lost: Vec<(StreamId, u64, u64)>,
 }
 
 /// Reads history.
@@ -199,8 +201,13 @@ pub(crate) async fn read(
             omitted_from[i] = from[i];
         }
     }
-    let records = if spec.text { render_text(&pieces, keep) } else { raw_records(pieces) };
+    let lost = holes(&pieces, &spec.streams, from, end, keep, cut);
+    let mut records = if spec.text { render_text(&pieces, keep) } else { raw_records(pieces) };
+    if spec.text {
+        mark_holes(&mut records, &lost);
+    }
     Ok(ReadResult {
+        lost,
         streams: spec.streams,
         records,
         next,
@@ -292,6 +299,66 @@ fn line_aligned(mut pieces: Vec<Piece>, keep: Keep) -> Vec<Piece> {
     pieces
 }
 
+/// Ranges inside a read whose bytes are not in the log although they are
+/// inside retained history: output that could not be stored (a full disk
+/// with nothing left to trim). Offsets make them visible: stored rows of a
+/// stream are contiguous otherwise. A page cut by its byte budget has no
+/// end hole (the rest is omitted, not lost), nor does a tail read at its
+/// start.
+fn holes(
+    pieces: &[Piece],
+    streams: &[StreamId],
+    from: [u64; 3],
+    end: [u64; 3],
+    keep: Keep,
+    cut: bool,
+) -> Vec<(StreamId, u64, u64)> {
+    let mut lost = Vec::new();
+    for s in streams {
+        let mut mine: Vec<&Piece> = pieces.iter().filter(|p| p.stream == *s).collect();
+        mine.sort_by_key(|p| p.offset);
+        let mut expected = match (keep, mine.first()) {
+            (Keep::Tail, Some(first)) => first.offset,
+            _ => from[s.index()],
+        };
+        for p in &mine {
+            if p.offset > expected {
+                lost.push((*s, expected, p.offset - expected));
+            }
+            expected = expected.max(p.end());
+        }
+        let to_end = match keep {
+            Keep::Head => !cut,
+            Keep::Tail => true,
+        };
+        if to_end && expected < end[s.index()] && !(keep == Keep::Tail && mine.is_empty()) {
+            lost.push((*s, expected, end[s.index()] - expected));
+        }
+    }
+    lost
+}
+
+/// Puts a marker line where each hole was, before the first record of its
+/// stream that comes after it.
+fn mark_holes(records: &mut Vec<OutRecord>, lost: &[(StreamId, u64, u64)]) {
+    for (stream, offset, length) in lost {
+        let marker = OutRecord {
+            stream: *stream,
+            offset: *offset,
+            length: 0,
+            ts_ns: 0,
+            data: Bytes::from(format!(
+                "[{length} bytes of output lost here: they could not be stored (the disk was full)]\n"
+            )),
+        };
+        let at = records
+            .iter()
+            .position(|r| r.stream == *stream && r.length > 0 && r.offset >= offset + length)
+            .unwrap_or(records.len());
+        records.insert(at, marker);
+    }
+}
+
 /// What was typed, made readable: Enter (CR, or CR LF) ends a line, so CR
 /// does not overwrite the line typed before it.
 pub(crate) fn input_lines(data: &[u8]) -> std::borrow::Cow<'_, [u8]> {
@@ -335,7 +402,12 @@ fn render_text(pieces: &[Piece], keep: Keep) -> Vec<OutRecord> {
         let mut j = i;
         let r = renderers[stream.index()].get_or_insert_with(TextRenderer::new);
         let mut length = 0u64;
-        while j < pieces.len() && pieces[j].stream == stream {
+        // A run ends where the stream is not contiguous (output that was
+        // never stored), so the hole's marker can stand between runs.
+        while j < pieces.len()
+            && pieces[j].stream == stream
+            && (j == i || pieces[j].offset == pieces[j - 1].end())
+        {
             let mut data = &pieces[j].data[..];
             if keep == Keep::Tail && j == i && length == 0 && out.iter().all(|o| o.stream != stream)
             {
@@ -675,6 +747,36 @@ mod tests {
         assert_eq!(
             got,
             vec![(2, 2, Bytes::from_static(b"r1")), (3, 4, Bytes::from_static(b"out2"))]
+        );
+    }
+
+    #[test]
+    fn output_that_was_never_stored_is_marked_where_it_was() {
+        let pieces = vec![
+            piece(1, StreamId::Stdout, 0, b"before\n"),
+            piece(2, StreamId::Stdout, 107, b"after\n"),
+        ];
+        let ends = [0, 113, 0];
+        let lost = holes(&pieces, &[StreamId::Stdout], [0; 3], ends, Keep::Head, false);
+        assert_eq!(lost, vec![(StreamId::Stdout, 7, 100)]);
+        let mut records = render_text(&pieces, Keep::Head);
+        mark_holes(&mut records, &lost);
+        let text: String =
+            records.iter().map(|r| String::from_utf8_lossy(&r.data).into_owned()).collect();
+        assert_eq!(
+            text,
+            "before\n[100 bytes of output lost here: they could not be stored (the disk was full)]\nafter\n"
+        );
+        // Lost at the end too; a page cut by its budget is not a hole.
+        let lost = holes(&pieces, &[StreamId::Stdout], [0; 3], [0, 150, 0], Keep::Head, false);
+        assert_eq!(lost.last(), Some(&(StreamId::Stdout, 113, 37)));
+        let lost = holes(&pieces[..1], &[StreamId::Stdout], [0; 3], ends, Keep::Head, true);
+        assert!(lost.is_empty(), "{lost:?}");
+        // Contiguous rows: nothing lost.
+        let whole =
+            vec![piece(1, StreamId::Stdout, 0, b"ab"), piece(2, StreamId::Stdout, 2, b"cd")];
+        assert!(
+            holes(&whole, &[StreamId::Stdout], [0; 3], [0, 4, 0], Keep::Tail, false).is_empty()
         );
     }
 

@@ -573,6 +573,11 @@ pub(crate) fn read_pb(r: ReadResult) -> pb::ReadResponse {
         history_trimmed: r.trimmed,
         status: status_pb(r.status).0.into(),
         records: r.records.into_iter().map(record_pb).collect(),
+        lost: r
+            .lost
+            .into_iter()
+            .map(|(s, offset, length)| pb::Lost { stream: stream_pb(s).into(), offset, length })
+            .collect(),
     }
 }
 
