@@ -146,9 +146,19 @@ fn memchr_newline(buf: &[u8]) -> Option<usize> {
     buf.iter().position(|b| *b == b'\n')
 }
 
-/// Puts the guard between `stdin`/`stdout` and the MCP server; returns the
-/// reader and writer the server is to use.
-pub(crate) fn guard<R, W>(stdin: R, stdout: W) -> (tokio::io::DuplexStream, tokio::io::DuplexStream)
+/// The server's side of the guard, and the task that writes stdout (await
+/// it after the session ends, so the last answers are not lost).
+pub(crate) struct Guarded {
+    /// What the server reads.
+    pub(crate) input: tokio::io::DuplexStream,
+    /// What the server writes.
+    pub(crate) output: tokio::io::DuplexStream,
+    /// The stdout writer; it ends once every answer is written.
+    pub(crate) flushed: tokio::task::JoinHandle<()>,
+}
+
+/// Puts the guard between `stdin`/`stdout` and the MCP server.
+pub(crate) fn guard<R, W>(stdin: R, stdout: W) -> Guarded
 where
     R: AsyncRead + Unpin + Send + 'static,
     W: AsyncWrite + Unpin + Send + 'static,
@@ -157,7 +167,7 @@ where
     let (server_out, from_server) = tokio::io::duplex(PIPE_BYTES);
     let (out_tx, mut out_rx) = mpsc::channel::<Vec<u8>>(OUT_QUEUE);
     // The one writer of stdout.
-    tokio::spawn(async move {
+    let flushed = tokio::spawn(async move {
         let mut stdout = stdout;
         while let Some(line) = out_rx.recv().await {
             if stdout.write_all(&line).await.is_err() || stdout.flush().await.is_err() {
@@ -218,7 +228,7 @@ where
         // End of input: the server sees it too and ends the session.
         let _ = to_server.shutdown().await;
     });
-    (server_in, server_out)
+    Guarded { input: server_in, output: server_out, flushed }
 }
 
 #[cfg(test)]

@@ -37,6 +37,9 @@ struct Cli {
     log: String,
 }
 
+/// How long answers still queued at the end of input get to reach stdout.
+const FLUSH_AT_EXIT: std::time::Duration = std::time::Duration::from_secs(2);
+
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     let filter = tracing_subscriber::EnvFilter::try_new(&cli.log)
@@ -61,8 +64,10 @@ fn main() -> anyhow::Result<()> {
     runtime.block_on(async move {
         let shim = tools::Shim::new(Arc::new(link::DaemonLink::new(opts)), cwd);
         let io = framing::guard(tokio::io::stdin(), tokio::io::stdout());
-        let service = shim.serve(io).await?;
+        let service = shim.serve((io.input, io.output)).await?;
         service.waiting().await?;
+        // The last answers may still be on their way to stdout.
+        let _ = tokio::time::timeout(FLUSH_AT_EXIT, io.flushed).await;
         tracing::info!("client closed the connection");
         anyhow::Ok(())
     })

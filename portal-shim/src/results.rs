@@ -153,8 +153,8 @@ pub(crate) struct Output {
     pub(crate) omitted_cursor: Option<String>,
     /// True when some of the requested history was cleared before it could be read.
     pub(crate) history_cleared: bool,
-    /// Bytes inside this range that were never stored (the disk was full);
-    /// a marker line in `output` stands where they were.
+    /// Bytes inside this range that were never stored (a full disk); a
+    /// marker line in `output` stands where they were.
     pub(crate) lost_bytes: u64,
 }
 

@@ -30,7 +30,9 @@ const MAX_SKIPS: u32 = 1000;
 /// # Errors
 /// When a daemon is running on it, or a file cannot be moved or created.
 pub fn run(config: &Config) -> anyhow::Result<String> {
-    refuse_if_running(&config.socket)?;
+    // Held to the end: a client auto-starting a daemon meanwhile would open
+    // the database being repaired.
+    let _lock = hold_lock(&config.socket)?;
     let db = config.database();
     if !db.exists() {
         return Ok(format!("no database at {}: nothing to check\n", db.display()));
@@ -39,7 +41,12 @@ pub fn run(config: &Config) -> anyhow::Result<String> {
         Ok(()) => {
             return Ok(format!("{} is healthy (integrity check ok)\n", db.display()));
         }
-        Err(problem) => problem,
+        Err(Check::Damaged(problem)) => problem,
+        // Locked, no permission, a full disk: not damage. Moving a healthy
+        // database aside would lose it.
+        Err(Check::Failed(e)) => {
+            anyhow::bail!("cannot check {}: {e}; nothing was changed", db.display())
+        }
     };
     let mut out = format!("{} is damaged: {problem}\n", db.display());
     let stamp = crate::sys::wall_ns() / 1_000_000_000;
@@ -71,35 +78,51 @@ pub fn run(config: &Config) -> anyhow::Result<String> {
     Ok(out)
 }
 
-/// Fails when a daemon holds the lock beside the socket.
-fn refuse_if_running(socket: &Path) -> anyhow::Result<()> {
+/// Takes the daemon's lock beside the socket (a daemon cannot start while
+/// it is held); fails when a daemon holds it.
+fn hold_lock(socket: &Path) -> anyhow::Result<Option<std::fs::File>> {
     let mut name = socket.file_name().unwrap_or_default().to_owned();
     name.push(".lock");
     let lock = socket.with_file_name(name);
-    let Ok(file) = std::fs::OpenOptions::new().write(true).open(&lock) else { return Ok(()) };
-    if !crate::sys::try_lock_exclusive(&file).unwrap_or(true) {
+    let Ok(file) = std::fs::OpenOptions::new().write(true).open(&lock) else { return Ok(None) };
+    if !crate::sys::try_lock_exclusive(&file).unwrap_or(false) {
         anyhow::bail!(
             "portald is running on {}: stop it first (portal-cli daemon stop), then run the doctor",
             socket.display()
         );
     }
-    Ok(())
+    Ok(Some(file))
+}
+
+/// Why a check did not pass.
+enum Check {
+    /// SQLite says the file is damaged or not a database.
+    Damaged(String),
+    /// The check itself could not run (locked, permissions, disk full).
+    Failed(String),
 }
 
 /// Opens the database and runs SQLite's integrity check.
-fn check(db: &Path) -> Result<(), String> {
-    let conn = Connection::open_with_flags(db, OpenFlags::SQLITE_OPEN_READ_WRITE)
-        .map_err(|e| e.to_string())?;
-    let mut stmt = conn.prepare("PRAGMA integrity_check").map_err(|e| e.to_string())?;
+fn check(db: &Path) -> Result<(), Check> {
+    let judge = |e: rusqlite::Error| match e.sqlite_error_code() {
+        Some(rusqlite::ErrorCode::DatabaseCorrupt | rusqlite::ErrorCode::NotADatabase) => {
+            Check::Damaged(e.to_string())
+        }
+        _ => Check::Failed(e.to_string()),
+    };
+    let conn = Connection::open_with_flags(db, OpenFlags::SQLITE_OPEN_READ_WRITE).map_err(judge)?;
+    let mut stmt = conn.prepare("PRAGMA integrity_check").map_err(judge)?;
     let rows: Vec<String> = stmt
         .query_map([], |r| r.get(0))
-        .map_err(|e| e.to_string())?
+        .map_err(judge)?
         .collect::<Result<_, _>>()
-        .map_err(|e| e.to_string())?;
+        .map_err(judge)?;
     match rows.as_slice() {
         [ok] if ok == "ok" => Ok(()),
-        [] => Err("the integrity check said nothing".into()),
-        problems => Err(problems.iter().take(3).cloned().collect::<Vec<_>>().join("; ")),
+        [] => Err(Check::Damaged("the integrity check said nothing".into())),
+        problems => {
+            Err(Check::Damaged(problems.iter().take(3).cloned().collect::<Vec<_>>().join("; ")))
+        }
     }
 }
 

@@ -182,7 +182,8 @@ pub(crate) async fn read(
         })
         .await?;
     let pieces = budget(pieces, max, keep);
-    let total: u64 = spec.streams.iter().map(|s| end[s.index()] - from[s.index()]).sum();
+    let total: u64 =
+        spec.streams.iter().map(|s| end[s.index()].saturating_sub(from[s.index()])).sum();
     let cut = pieces.iter().map(|p| p.data.len() as u64).sum::<u64>() < total
         || (matches!(spec.from, ReadFrom::Tail)
             && spec.streams.iter().any(|s| from[s.index()] > start[s.index()]));
@@ -202,6 +203,7 @@ pub(crate) async fn read(
         }
     }
     let lost = holes(&pieces, &spec.streams, from, end, keep, cut);
+    let lost_bytes: u64 = lost.iter().map(|(_, _, len)| len).sum();
     let mut records = if spec.text { render_text(&pieces, keep) } else { raw_records(pieces) };
     if spec.text {
         mark_holes(&mut records, &lost);
@@ -213,7 +215,8 @@ pub(crate) async fn read(
         next,
         end,
         history_start: start,
-        omitted: total.saturating_sub(returned),
+        // Lost bytes are not waiting to be paged to: they are gone.
+        omitted: total.saturating_sub(returned).saturating_sub(lost_bytes),
         omitted_from,
         trimmed,
         status,
@@ -317,10 +320,11 @@ fn holes(
     for s in streams {
         let mut mine: Vec<&Piece> = pieces.iter().filter(|p| p.stream == *s).collect();
         mine.sort_by_key(|p| p.offset);
-        let mut expected = match (keep, mine.first()) {
-            (Keep::Tail, Some(first)) => first.offset,
-            _ => from[s.index()],
-        };
+        // Not before the first row: history may have been trimmed between
+        // reading where it starts and reading the rows, and a trim is not a
+        // loss. Between rows and after the last one, only a loss leaves a
+        // gap (trims and clears cut from the start).
+        let mut expected = mine.first().map_or(from[s.index()], |first| first.offset);
         for p in &mine {
             if p.offset > expected {
                 lost.push((*s, expected, p.offset - expected));
@@ -331,7 +335,7 @@ fn holes(
             Keep::Head => !cut,
             Keep::Tail => true,
         };
-        if to_end && expected < end[s.index()] && !(keep == Keep::Tail && mine.is_empty()) {
+        if to_end && !mine.is_empty() && expected < end[s.index()] {
             lost.push((*s, expected, end[s.index()] - expected));
         }
     }
@@ -348,7 +352,7 @@ fn mark_holes(records: &mut Vec<OutRecord>, lost: &[(StreamId, u64, u64)]) {
             length: 0,
             ts_ns: 0,
             data: Bytes::from(format!(
-                "[{length} bytes of output lost here: they could not be stored (the disk was full)]\n"
+                "[{length} bytes of output lost here: they could not be stored]\n"
             )),
         };
         let at = records
@@ -765,7 +769,7 @@ mod tests {
             records.iter().map(|r| String::from_utf8_lossy(&r.data).into_owned()).collect();
         assert_eq!(
             text,
-            "before\n[100 bytes of output lost here: they could not be stored (the disk was full)]\nafter\n"
+            "before\n[100 bytes of output lost here: they could not be stored]\nafter\n"
         );
         // Lost at the end too; a page cut by its budget is not a hole.
         let lost = holes(&pieces, &[StreamId::Stdout], [0; 3], [0, 150, 0], Keep::Head, false);

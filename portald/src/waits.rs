@@ -567,8 +567,6 @@ async fn wait_with(
         None => h.input_state().await,
     };
     let awaiting_secret = h.secret_prompt().await;
-    // Durable before visible: the output this result shows is committed.
-    cx.store.flush().await?;
     Ok(WaitOutcome {
         prompt,
         input,

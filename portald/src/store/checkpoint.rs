@@ -116,8 +116,8 @@ impl Checkpointer {
         }
     }
 
-    /// Called after housekeeping writes (deleting forgotten history, giving
-    /// pages back) with the bytes they wrote (estimated), so the WAL they
+    /// Called after housekeeping writes (deleting forgotten history) with
+    /// the bytes they wrote (estimated), so the WAL they
     /// grew is emptied at the next idle moment too.
     pub(crate) fn housekeeping(&mut self, bytes: u64) {
         self.since += bytes;
