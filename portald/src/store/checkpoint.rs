@@ -13,9 +13,10 @@
 //! passes [`WAL_LIMIT_BYTES`] the writer tries a RESTART checkpoint itself
 //! (which rewinds the WAL), at most once per [`CHECKPOINT_EVERY_BYTES`]; it
 //! returns at once when the background one holds the checkpoint lock. After
-//! a burst, [`Checkpointer::idle`] folds the rest in with a TRUNCATE
-//! checkpoint, which empties the WAL file: once the writer rests, the data
-//! directory holds the database and next to nothing else. While output
+//! a burst, [`Checkpointer::idle`] folds the rest in and, once the writer
+//! has rested [`TRUNCATE_AFTER_REST`], empties the WAL file with a TRUNCATE
+//! checkpoint: at rest, the data directory holds the database and next to
+//! nothing else. While output
 //! streams, the WAL file is cut back to [`WAL_KEEP_BYTES`] each time it
 //! rewinds.
 
@@ -45,6 +46,10 @@ pub(crate) const WAL_LIMIT_BYTES: u64 = 512 << 20;
 /// one checkpoint interval, so a steady stream reuses the file instead of
 /// regrowing it, and the disk holds at most that much beyond the log.
 pub(crate) const WAL_KEEP_BYTES: i64 = 64 << 20;
+
+/// How long the writer must rest before the WAL is emptied: far longer than
+/// the pause between two batches of streaming output.
+const TRUNCATE_AFTER_REST: std::time::Duration = std::time::Duration::from_millis(250);
 
 /// What a checkpoint is asked to do.
 #[derive(Clone, Copy, Debug)]
@@ -76,15 +81,29 @@ impl Checkpointer {
         let thread = std::thread::Builder::new()
             .name("store-checkpoint".into())
             .spawn(move || {
-                while let Ok(mode) = rx.recv() {
-                    let sql = match mode {
-                        Mode::Passive => "PRAGMA wal_checkpoint(PASSIVE)",
-                        // Blocks a writer that starts meanwhile (its busy
-                        // timeout waits): only asked for when it is idle.
-                        Mode::Truncate => "PRAGMA wal_checkpoint(TRUNCATE)",
-                    };
+                let run = |sql: &str| {
                     if let Err(e) = conn.query_row(sql, [], |_| Ok(())) {
-                        tracing::warn!(error = %e, ?mode, "background checkpoint failed");
+                        tracing::warn!(error = %e, sql, "background checkpoint failed");
+                    }
+                };
+                let mut next = rx.recv().ok();
+                while let Some(mode) = next.take() {
+                    run("PRAGMA wal_checkpoint(PASSIVE)");
+                    if matches!(mode, Mode::Truncate) {
+                        // Emptying the WAL blocks a writer that starts
+                        // meanwhile: only once the writer has rested. A
+                        // writer between two batches of a stream asks again
+                        // within this time; then this one is skipped.
+                        match rx.recv_timeout(TRUNCATE_AFTER_REST) {
+                            Ok(again) => next = Some(again),
+                            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                                run("PRAGMA wal_checkpoint(TRUNCATE)");
+                            }
+                            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
+                        }
+                    }
+                    if next.is_none() {
+                        next = rx.recv().ok();
                     }
                 }
             })
