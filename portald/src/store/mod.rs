@@ -331,26 +331,29 @@ impl Store {
         path: &Path,
         retention: Retention,
     ) -> Result<(Self, StoreThread), StoreError> {
+        // SQLite says "disk full" for a write, but "disk I/O error" when the
+        // shared-memory file cannot grow: ask the filesystem too.
+        let full = |e: &StoreError| {
+            is_full(e)
+                || path
+                    .parent()
+                    .and_then(crate::sys::free_bytes)
+                    .is_some_and(|free| free < NEARLY_FULL_BYTES)
+        };
+        let disk_full = || {
+            StoreError::Open {
+            path: path.to_path_buf(),
+            reason: "the disk holding it is full; free some space (portald needs a few MiB) and start it again".into(),
+        }
+        };
         match Self::open_once(path, retention) {
-            // A disk so full that not even opening works (the WAL, the
-            // lost-process update): the reserve is for exactly this.
-            Err(e) if is_full(&e) && reserve::Reserve::new_released(path) => {
+            // A disk so full that not even opening works (the shared memory,
+            // the lost-process update): the reserve is for exactly this.
+            Err(e) if full(&e) && reserve::Reserve::new_released(path) => {
                 tracing::warn!("the disk is full: released the reserve to start");
-                Self::open_once(path, retention).map_err(|e| {
-                    if is_full(&e) {
-                        StoreError::Open {
-                            path: path.to_path_buf(),
-                            reason: "the disk holding it is full; free some space (portald needs a few MiB) and start it again".into(),
-                        }
-                    } else {
-                        e
-                    }
-                })
+                Self::open_once(path, retention).map_err(|e| if full(&e) { disk_full() } else { e })
             }
-            Err(e) if is_full(&e) => Err(StoreError::Open {
-                path: path.to_path_buf(),
-                reason: "the disk holding it is full; free some space (portald needs a few MiB) and start it again".into(),
-            }),
+            Err(e) if full(&e) => Err(disk_full()),
             other => other,
         }
     }
@@ -586,6 +589,10 @@ const LOW_SPACE_BYTES: u64 = reserve::RESERVE_BYTES as u64 + 4 * TIGHT_WAL_BYTES
 /// when there is less: a few WAL folds' worth, so a checkpoint always has
 /// room to copy the WAL and a delete room to commit.
 const HEADROOM_BYTES: u64 = 4 * TIGHT_WAL_BYTES;
+
+/// Free space below which a failure to open the database is taken for a
+/// full disk.
+const NEARLY_FULL_BYTES: u64 = 1 << 20;
 
 /// WAL size at which a writer on a nearly full disk folds it in.
 const TIGHT_WAL_BYTES: u64 = 4 << 20;

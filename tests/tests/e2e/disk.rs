@@ -198,6 +198,19 @@ async fn a_real_full_disk_trims_keeps_the_newest_output_and_the_exit() {
     drop(client);
     shutdown.cancel();
     bounded("shutdown", task).await.unwrap().unwrap();
+    // As if a daemon had died with a program running: the next start must
+    // write (the program becomes lost), which a full disk refuses.
+    let crashed = p.id + 1000;
+    {
+        let db = rusqlite::Connection::open(config.database()).unwrap();
+        db.execute_batch(&format!(
+            "CREATE TEMP TABLE t AS SELECT * FROM processes WHERE id = {id};
+             UPDATE t SET id = {crashed}, status = 'running', exit_code = NULL;
+             INSERT INTO processes SELECT * FROM t;",
+            id = p.id
+        ))
+        .unwrap();
+    }
     // Fill the disk to the last byte: a new daemon still starts (on the
     // reserve) and knows the exit.
     {
@@ -212,6 +225,8 @@ async fn a_real_full_disk_trims_keeps_the_newest_output_and_the_exit() {
     let mut rpc = client.rpc();
     let back = rpc.inspect(pb::InspectRequest { proc: by_id(p.id) }).await.unwrap().into_inner();
     assert_eq!((back.status(), back.exit_code), (pb::Status::Exited, Some(3)));
+    let lost = rpc.inspect(pb::InspectRequest { proc: by_id(crashed) }).await.unwrap().into_inner();
+    assert_eq!(lost.status(), pb::Status::Lost);
     drop(rpc);
     drop(client);
     shutdown.cancel();
