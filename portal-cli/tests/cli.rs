@@ -524,12 +524,7 @@ async fn the_doctor_moves_a_damaged_database_aside_and_salvages_it() {
     let config = config_in(dir.path());
     // portal-cli finds the portald built beside it.
     let env = [("PORTAL_DATA_DIR", config.data_dir.to_str().unwrap())];
-    let serve = |config: &portald::Config| {
-        let listener = portald::bind(config).expect("bind");
-        let shutdown = tokio_util::sync::CancellationToken::new();
-        (tokio::spawn(portald::serve(listener, shutdown.clone())), shutdown)
-    };
-    let (task, shutdown) = serve(&config);
+    let (task, shutdown) = serve_in(&config);
     let client = portal_proto::client::Client::connect(&config.socket).await.unwrap();
     let mut rpc = client.rpc();
     let p = start_pipes(&mut rpc, "sh", &["-c", "seq 1 400000; echo done"]).await;
@@ -571,7 +566,7 @@ async fn the_doctor_moves_a_damaged_database_aside_and_salvages_it() {
         .any(|e| e.file_name().to_string_lossy().starts_with("portal.db.broken-"));
     assert!(aside, "the damaged file was not kept");
     // The daemon starts on the fresh database and knows the process.
-    let (task, shutdown) = serve(&config);
+    let (task, shutdown) = serve_in(&config);
     let client = portal_proto::client::Client::connect(&config.socket).await.unwrap();
     let back =
         client.rpc().inspect(pb::InspectRequest { proc: by_id(p.id) }).await.unwrap().into_inner();

@@ -111,6 +111,18 @@ impl Drop for TestDaemon {
     }
 }
 
+/// Binds and serves a daemon with `config` in this process, for tests that
+/// stop and start daemons on one data directory; cancel the token and await
+/// the task to stop it.
+///
+/// # Panics
+/// When the daemon cannot bind.
+pub fn serve_in(config: &portald::Config) -> (JoinHandle<anyhow::Result<()>>, CancellationToken) {
+    let listener = portald::bind(config).expect("bind the test daemon");
+    let shutdown = CancellationToken::new();
+    (tokio::spawn(portald::serve(listener, shutdown.clone())), shutdown)
+}
+
 /// A test configuration in `dir`: socket `dir/s/portald.sock`, data in
 /// `dir/data`, no subreaper (several test daemons may share one process),
 /// short kill grace.

@@ -120,14 +120,23 @@ pub(crate) struct Replier {
 impl Replier {
     /// Queues a reply; a program that stopped reading just never gets it.
     pub(crate) fn send(&self, data: Vec<u8>) {
-        let len = data.len();
-        self.pending.fetch_add(len, Ordering::AcqRel);
-        UNREAD_INPUT.fetch_add(len, Ordering::AcqRel);
-        if self.tx.send(InputMsg::Data(Bytes::from(data))).is_err() {
-            self.pending.fetch_sub(len, Ordering::AcqRel);
-            UNREAD_INPUT.fetch_sub(len, Ordering::AcqRel);
-        }
+        enqueue(&self.tx, &self.pending, Bytes::from(data));
     }
+}
+
+/// Queues bytes for the writer thread, counting them as unread (for this
+/// process and in total) until it has written them. `false` when the
+/// writer thread is gone (the count is undone).
+fn enqueue(tx: &std::sync::mpsc::Sender<InputMsg>, pending: &AtomicUsize, data: Bytes) -> bool {
+    let len = data.len();
+    pending.fetch_add(len, Ordering::AcqRel);
+    UNREAD_INPUT.fetch_add(len, Ordering::AcqRel);
+    if tx.send(InputMsg::Data(data)).is_err() {
+        pending.fetch_sub(len, Ordering::AcqRel);
+        UNREAD_INPUT.fetch_sub(len, Ordering::AcqRel);
+        return false;
+    }
+    true
 }
 
 impl InputWriter {
@@ -144,15 +153,7 @@ impl InputWriter {
     /// Queues bytes. `false` when the writer thread is gone.
     pub(crate) fn send(&self, data: Bytes) -> bool {
         let Some(tx) = &self.tx else { return false };
-        let len = data.len();
-        self.pending.fetch_add(len, Ordering::AcqRel);
-        UNREAD_INPUT.fetch_add(len, Ordering::AcqRel);
-        if tx.send(InputMsg::Data(data)).is_err() {
-            self.pending.fetch_sub(len, Ordering::AcqRel);
-            UNREAD_INPUT.fetch_sub(len, Ordering::AcqRel);
-            return false;
-        }
-        true
+        enqueue(tx, &self.pending, data)
     }
 
     /// Queues a pause before the next write.

@@ -162,12 +162,7 @@ async fn a_real_full_disk_trims_keeps_the_newest_output_and_the_exit() {
         return;
     }
     let _unmount = Mounted(config.data_dir.clone());
-    let serve = |config: &portald::Config| {
-        let listener = portald::bind(config).expect("bind on a small disk");
-        let shutdown = tokio_util::sync::CancellationToken::new();
-        (tokio::spawn(portald::serve(listener, shutdown.clone())), shutdown)
-    };
-    let (task, shutdown) = serve(&config);
+    let (task, shutdown) = serve_in(&config);
     let client = portal_proto::client::Client::connect(&config.socket).await.unwrap();
     let mut rpc = client.rpc();
     // 150 MB of output into a 48 MiB filesystem, then a last line and an exit.
@@ -220,7 +215,7 @@ async fn a_real_full_disk_trims_keeps_the_newest_output_and_the_exit() {
         while fill.write_all(&block).is_ok() {}
         while fill.write_all(&block[..512]).is_ok() {}
     }
-    let (task, shutdown) = serve(&config);
+    let (task, shutdown) = serve_in(&config);
     let client = portal_proto::client::Client::connect(&config.socket).await.unwrap();
     let mut rpc = client.rpc();
     let back = rpc.inspect(pb::InspectRequest { proc: by_id(p.id) }).await.unwrap().into_inner();
