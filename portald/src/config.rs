@@ -73,8 +73,9 @@ pub(crate) const EXIT_DRAIN_GRACE: Duration = Duration::from_secs(2);
 pub(crate) const EXIT_ABANDON_GRACE: Duration = Duration::from_secs(1);
 
 /// How often a PTY's foreground process group is checked, to discover agents
-/// started inside a shell and to notice when they leave. A syscall and, on
-/// change only, a read of `/proc`: cheap enough for thousands of processes.
+/// started inside a shell and to notice when they leave. A syscall and, while
+/// a job nobody recognised yet holds the terminal, a read of its command line
+/// in `/proc`: cheap enough for thousands of processes.
 pub(crate) const AGENT_SWEEP: Duration = Duration::from_millis(500);
 
 /// Default terminal size, what most programs assume when nothing says otherwise.

@@ -208,16 +208,21 @@ pub(crate) enum AgentEvent {
     Notify(String),
     /// A progress report (OSC 9;4): busy or not.
     Progress(bool),
-    /// The foreground process is a recognised agent.
+    /// A recognised agent: the program itself, or a job that came to the
+    /// PTY's foreground.
     Discovered {
         /// Name.
         name: String,
         /// Kind.
         kind: String,
-        /// Its pid (the foreground group's leader).
+        /// Its pid (the program, or the foreground group's leader).
         pid: u32,
+        /// A foreground job of the program (a shell): it ends when the
+        /// program takes the terminal back. The program itself ends only by
+        /// exiting, whatever jobs it puts in the foreground meanwhile.
+        job: bool,
     },
-    /// The foreground process group left the agent (the shell is back).
+    /// The program took the terminal back from a foreground job.
     ForegroundLeft,
     /// The PTY's child exited.
     ChildExited {
@@ -235,7 +240,8 @@ pub(crate) enum AgentEvent {
 pub(crate) struct Instance {
     /// A hook or OSC report arrived during this agent instance.
     pub(crate) authoritative: bool,
-    /// The discovered agent is in the foreground.
+    /// The discovered agent is a foreground job: the program taking the
+    /// terminal back ends it.
     pub(crate) foreground: bool,
 }
 
@@ -299,13 +305,13 @@ pub(crate) fn apply(
             let state = if busy { AgentState::Running } else { AgentState::Done };
             set(rec, state, Source::Heuristic, false, Some("progress".into()));
         }
-        AgentEvent::Discovered { name, kind, pid } => {
+        AgentEvent::Discovered { name, kind, pid, job } => {
             let new_instance = rec.pid != Some(pid) || rec.state == AgentState::Exited;
             rec.is_agent = true;
             rec.name = Some(name);
             rec.kind = Some(kind);
             rec.pid = Some(pid);
-            inst.foreground = true;
+            inst.foreground = job;
             if new_instance {
                 inst.authoritative = false;
                 set(rec, AgentState::Unknown, Source::Lifecycle, true, Some("discovered".into()));
@@ -693,17 +699,37 @@ mod tests {
                     name: "claude".into(),
                     kind: "claude".into(),
                     pid: 7,
+                    job: true,
                 }],
                 Unknown,
             ),
             (
                 "foreground leaving the agent exits it",
                 vec![
-                    AgentEvent::Discovered { name: "claude".into(), kind: "claude".into(), pid: 7 },
+                    AgentEvent::Discovered {
+                        name: "claude".into(),
+                        kind: "claude".into(),
+                        pid: 7,
+                        job: true,
+                    },
                     report(Done, None),
                     AgentEvent::ForegroundLeft,
                 ],
                 Exited,
+            ),
+            (
+                "an agent that is the program outlives the jobs it runs",
+                vec![
+                    AgentEvent::Discovered {
+                        name: "claude".into(),
+                        kind: "claude".into(),
+                        pid: 7,
+                        job: false,
+                    },
+                    report(Done, None),
+                    AgentEvent::ForegroundLeft,
+                ],
+                Done,
             ),
             (
                 "foreground change without an agent means nothing",
@@ -715,7 +741,12 @@ mod tests {
                 vec![
                     report(Done, None),
                     report(Exited, None),
-                    AgentEvent::Discovered { name: "claude".into(), kind: "claude".into(), pid: 8 },
+                    AgentEvent::Discovered {
+                        name: "claude".into(),
+                        kind: "claude".into(),
+                        pid: 8,
+                        job: true,
+                    },
                     AgentEvent::Progress(true),
                     AgentEvent::Bell,
                 ],

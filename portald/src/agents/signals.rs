@@ -128,6 +128,9 @@ const KNOWN_AGENTS: &[&str] =
 const INTERPRETERS: &[&str] =
     &["node", "nodejs", "bun", "deno", "python", "python3", "sh", "bash", "zsh", "dash"];
 
+/// Interpreter options whose argument is code rather than a script file.
+const INLINE_SCRIPT: &[&str] = &["-c", "-e", "-p", "--eval", "--print"];
+
 fn basename(s: &str) -> &str {
     s.rsplit('/').next().unwrap_or(s)
 }
@@ -154,6 +157,12 @@ pub(crate) fn identify(argv: &[String], exe: Option<&str>) -> Option<(String, St
         while let Some(a) = args.next() {
             if a == "-m" {
                 return args.next().and_then(|m| known(m));
+            }
+            // An inline script (`sh -c '... exec claude'`, `node -e`) is
+            // code, not a file naming the program: what it runs shows up as
+            // its own process, or as this one after an exec.
+            if INLINE_SCRIPT.contains(&a.as_str()) {
+                return None;
             }
             if a.starts_with('-') {
                 continue;
@@ -268,5 +277,7 @@ mod tests {
         );
         assert_eq!(identify(&v(&["vim", "claude"]), None), None);
         assert_eq!(identify(&v(&["bash"]), None), None);
+        assert_eq!(identify(&v(&["sh", "-c", "read go; exec /tmp/claude"]), None), None);
+        assert_eq!(identify(&v(&["node", "-e", "require('/x/codex')"]), None), None);
     }
 }

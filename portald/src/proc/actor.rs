@@ -156,7 +156,7 @@ pub(crate) fn start(parts: ActorParts, tracker: &TaskTracker) -> Result<ProcHand
         osc: crate::osc::OscScanner::default(),
         prompt_marks: 0,
         agents,
-        fg_pgrp: None,
+        foreground: Foreground::default(),
         last_osc_seq: None,
         clock_base: (Instant::now(), sys::monotonic_ns()),
         input_watch: InputWatch {
@@ -244,8 +244,8 @@ pub(crate) struct ProcActor {
     /// Shell-integration marks (OSC 133 `D`) seen so far.
     prompt_marks: u64,
     agents: Arc<Agents>,
-    /// The PTY's foreground process group at the last sweep.
-    fg_pgrp: Option<u32>,
+    /// The PTY's foreground process group as the last sweep found it.
+    foreground: Foreground,
     /// Sequence number of the last OSC 3008 record (replays are dropped).
     last_osc_seq: Option<u64>,
     /// A tokio instant and the monotonic clock reading taken together, to turn
@@ -253,6 +253,16 @@ pub(crate) struct ProcActor {
     clock_base: (Instant, i64),
     /// What the input state is decided from.
     input_watch: InputWatch,
+}
+
+/// The PTY's foreground process group, as agent discovery follows it.
+#[derive(Default)]
+struct Foreground {
+    /// The group at the last sweep.
+    pgrp: Option<u32>,
+    /// Whether that group needs no more looking at: it is the program's own,
+    /// or it was recognised as an agent.
+    identified: bool,
 }
 
 /// What the actor tracks to decide whether its program waits for input.
@@ -441,30 +451,34 @@ impl ProcActor {
     }
 
     /// Looks at the PTY's foreground process group: a recognised agent
-    /// coming to the foreground is discovered; the foreground going back to
-    /// the shell ends the agent.
+    /// coming to the foreground is discovered; the program taking the
+    /// terminal back ends it.
     fn sweep_foreground(&mut self) {
         let Some(fd) = self.primary.as_ref().and_then(|p| p.as_raw_fd()) else { return };
         self.check_secret_prompt();
+        let own = self.pid();
         let pgrp = sys::foreground_pgrp(fd);
-        if pgrp == self.fg_pgrp {
-            return;
-        }
-        self.fg_pgrp = pgrp;
-        let Some(pgrp) = pgrp else { return };
-        let discovered = (pgrp != self.pid())
-            .then(|| sys::command_line(pgrp))
-            .flatten()
-            .and_then(|(argv, exe)| agent_signals::identify(&argv, exe.as_deref()));
-        match discovered {
-            Some((name, kind)) => {
-                self.agents.apply(self.id(), AgentEvent::Discovered { name, kind, pid: pgrp });
-            }
-            None if pgrp == self.pid() => {
+        if pgrp != self.foreground.pgrp {
+            let previous = std::mem::replace(&mut self.foreground.pgrp, pgrp);
+            self.foreground.identified = pgrp.is_none_or(|p| p == own);
+            if pgrp == Some(own) && previous.is_some_and(|p| p != own) {
                 self.agents.apply(self.id(), AgentEvent::ForegroundLeft);
             }
-            None => {}
         }
+        if self.foreground.identified {
+            return;
+        }
+        // A shell hands the terminal to a job between its fork and its exec,
+        // so the job may still look like the shell: look again on every
+        // sweep until it is recognised (or the foreground changes).
+        let Some(job) = pgrp else { return };
+        let Some((name, kind)) = sys::command_line(job)
+            .and_then(|(argv, exe)| agent_signals::identify(&argv, exe.as_deref()))
+        else {
+            return;
+        };
+        self.foreground.identified = true;
+        self.agents.apply(self.id(), AgentEvent::Discovered { name, kind, pid: job, job: true });
     }
 
     /// Where the program's input waits are looked for: the PTY's foreground

@@ -192,7 +192,23 @@ async fn child_exit_and_discovery_by_foreground_process() {
     std::fs::write(&fake, "#!/bin/sh\necho fake claude ready\nread answer\necho bye\n").unwrap();
     std::fs::set_permissions(&fake, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
     let shell = start_pty(&mut rpc, "sh", &["-i"], 24, 80).await;
-    write(&mut rpc, shell.id, format!("{}\r", fake.display()).as_bytes()).await;
+    // The job holds the terminal before it becomes the agent (as every job
+    // does between the shell's fork and its exec); here it waits there for
+    // a line first, so the sweeps surely see it before the exec.
+    let job = format!("sh -c 'read go; exec {}'\r", fake.display());
+    write(&mut rpc, shell.id, job.as_bytes()).await;
+    wait_until("the job to wait for its line", async || {
+        let p =
+            rpc.inspect(pb::InspectRequest { proc: by_id(shell.id) }).await.unwrap().into_inner();
+        (p.input_state() == pb::InputState::AwaitingInput).then_some(())
+    })
+    .await;
+    // Foreground sweeps run every 500 ms: this window holds at least two of
+    // them, all seeing the job before its exec.
+    let r = wait_state(&mut rpc, &[shell.id], &[pb::AgentState::Exited], true, 1200).await;
+    assert_eq!(r.results[0].outcome(), pb::AgentWaitOutcome::Timeout);
+    assert_eq!(agent(&mut rpc, shell.id).await, None, "not an agent yet");
+    write(&mut rpc, shell.id, b"go\r").await;
     wait_for_text(&mut rpc, shell.id, pb::Stream::Stdout, "fake claude ready").await;
     let a = wait_until("discovery of the fake claude", async || {
         agent(&mut rpc, shell.id).await.filter(|a| a.name == "claude")
@@ -212,6 +228,36 @@ async fn child_exit_and_discovery_by_foreground_process() {
             .await;
     let a = reach(&mut rpc, p.id, pb::AgentState::Exited).await;
     assert_eq!((a.source(), a.reason.as_str()), (pb::AgentSource::Lifecycle, "exit 3"));
+    d.stop().await;
+}
+
+#[tokio::test]
+async fn an_agent_started_directly_lives_until_it_exits() {
+    let d = TestDaemon::start().await;
+    let mut rpc = d.rpc();
+    let dir = test_dir();
+    let fake = dir.path().join("claude");
+    std::fs::write(&fake, "#!/bin/sh\necho ready\nread a\necho turn done\nread b\nexit 4\n")
+        .unwrap();
+    std::fs::set_permissions(&fake, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let p = start_pty(&mut rpc, &fake.display().to_string(), &[], 24, 80).await;
+    wait_for_text(&mut rpc, p.id, pb::Stream::Stdout, "ready").await;
+    let a = agent(&mut rpc, p.id).await.expect("a PTY process has an agent record");
+    assert_eq!(a.kind, "claude", "known from its command line at start");
+    // Several foreground sweeps pass in this window; none may end the agent.
+    let r = wait_state(&mut rpc, &[p.id], &[pb::AgentState::Exited], true, 1000).await;
+    assert_eq!(
+        r.results[0].outcome(),
+        pb::AgentWaitOutcome::Timeout,
+        "the program in its own foreground group is not an agent that left: {:?}",
+        agent(&mut rpc, p.id).await
+    );
+    write(&mut rpc, p.id, b"go\r").await;
+    wait_for_text(&mut rpc, p.id, pb::Stream::Stdout, "turn done").await;
+    assert_ne!(agent(&mut rpc, p.id).await.unwrap().state(), pb::AgentState::Exited);
+    write(&mut rpc, p.id, b"end\r").await;
+    let a = reach(&mut rpc, p.id, pb::AgentState::Exited).await;
+    assert_eq!(a.reason, "exit 4", "it ends by exiting, with its code");
     d.stop().await;
 }
 
