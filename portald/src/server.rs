@@ -265,6 +265,15 @@ pub async fn serve(listener: Listener, shutdown: CancellationToken) -> anyhow::R
     tracing::info!("shutting down: stopping managed processes");
     tracker.close();
     tracker.wait().await;
+    // Every managed process has ended; what they left behind (daemons that
+    // double forked away, reparented here) goes with them.
+    let lineage = crate::sys::Lineage::daemon(&socket);
+    if let Ok(killed) =
+        tokio::task::spawn_blocking(move || crate::sys::kill_leftovers(&lineage)).await
+        && killed > 0
+    {
+        tracing::info!(killed, "killed what managed processes left behind");
+    }
     drop(daemon);
     store.close().await;
     tokio::task::spawn_blocking(move || store_thread.join()).await.ok();

@@ -1,7 +1,8 @@
 //! Every `unsafe` system call the daemon makes, each behind a safe function.
 //!
-//! Process signalling (`kill`, `killpg` and the session sweep that reaches jobs
-//! an interactive shell moved into their own process groups), reaping
+//! Process signalling (`kill`, `killpg` and the tree sweep that reaches
+//! everything a managed process started, whatever groups or sessions it
+//! made, and what was reparented to the daemon), reaping
 //! (`waitpid` of one pid, and of orphans Portal did not spawn), the child
 //! subreaper flag, `setsid`, `flock` and the monotonic clock. Parsing of
 //! `/proc/<pid>/stat` lives here too because the sweep depends on it.
@@ -10,9 +11,11 @@
     reason = "the one module that wraps libc calls; each block has a SAFETY note"
 )]
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::ffi::{OsStr, OsString};
 use std::io;
 use std::os::fd::AsRawFd;
+use std::os::unix::ffi::OsStrExt;
 
 /// How a child ended, as `waitpid` reported it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -55,20 +58,167 @@ fn check_esrch_ok(rc: libc::c_int) -> io::Result<()> {
     if err.raw_os_error() == Some(libc::ESRCH) { Ok(()) } else { Err(err) }
 }
 
-/// Signals a whole process tree started by Portal: the leader's process group
-/// and every process whose session or process group is the leader's pid.
+/// What every process a managed process started carries in its environment,
+/// unless it cleared it: the daemon's socket and the managed process's id.
+/// It names leftovers that were reparented to the daemon (the child
+/// subreaper) after their parents ended, when the tree no longer does.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Lineage {
+    /// `PORTAL_SOCKET=<path>`: started under this daemon.
+    socket: Vec<u8>,
+    /// `PORTAL_SESSION_ID=<id>`: started under this managed process; `None`
+    /// accepts any managed process of the daemon.
+    process: Option<Vec<u8>>,
+}
+
+/// The environment variable naming the managed process a program runs under.
+const PROCESS_VAR: &[u8] = b"PORTAL_SESSION_ID=";
+
+impl Lineage {
+    /// The lineage written into a child's environment.
+    pub(crate) fn of_env(env: &BTreeMap<OsString, OsString>) -> Self {
+        let entry = |key: &str| {
+            env.get(OsStr::new(key)).map(|v| [key.as_bytes(), b"=", v.as_bytes()].concat())
+        };
+        Self {
+            socket: entry("PORTAL_SOCKET").unwrap_or_default(),
+            process: entry("PORTAL_SESSION_ID"),
+        }
+    }
+
+    /// Every managed process of the daemon whose socket is `socket`.
+    pub(crate) fn daemon(socket: &std::path::Path) -> Self {
+        Self { socket: [b"PORTAL_SOCKET=", socket.as_os_str().as_bytes()].concat(), process: None }
+    }
+
+    /// Whether `environ` (NUL-separated, as in `/proc/<pid>/environ`)
+    /// carries this lineage.
+    fn matches(&self, environ: &[u8]) -> bool {
+        let has = |want: &dyn Fn(&[u8]) -> bool| environ.split(|b| *b == 0).any(want);
+        !self.socket.is_empty()
+            && has(&|e| e == self.socket)
+            && match &self.process {
+                Some(p) => has(&|e| e == p),
+                None => has(&|e| e.starts_with(PROCESS_VAR)),
+            }
+    }
+
+    /// Whether the process `pid` carries this lineage.
+    fn carried_by(&self, pid: u32) -> bool {
+        std::fs::read(format!("/proc/{pid}/environ")).is_ok_and(|env| self.matches(&env))
+    }
+}
+
+/// One scan of `/proc`: every process with its stat fields.
+fn process_table() -> Vec<(u32, ProcStat)> {
+    all_pids().into_iter().filter_map(|pid| Some((pid, proc_stat(pid)?))).collect()
+}
+
+/// Everything a managed process started, as far as the kernel can tell: its
+/// session and process group (jobs an interactive shell moved into groups of
+/// their own), every descendant whatever session or group it made
+/// (`setsid` children such as Codex's app servers), and orphans reparented to
+/// the daemon that carry the process's [`Lineage`] (daemons that double
+/// forked away from it), with their descendants. The leader is included.
+fn tree_members(leader: u32, lineage: Option<&Lineage>, table: &[(u32, ProcStat)]) -> Vec<u32> {
+    let me = std::process::id();
+    let mut roots: Vec<u32> = vec![leader];
+    roots.extend(
+        table.iter().filter(|(_, s)| s.session == leader || s.pgrp == leader).map(|(p, _)| *p),
+    );
+    if let Some(lineage) = lineage {
+        roots.extend(
+            table
+                .iter()
+                .filter(|(p, s)| s.ppid == me && *p != leader && lineage.carried_by(*p))
+                .map(|(p, _)| *p),
+        );
+    }
+    descendants_of(roots, table)
+}
+
+/// `roots` and all their descendants, each once, never the daemon itself.
+fn descendants_of(roots: Vec<u32>, table: &[(u32, ProcStat)]) -> Vec<u32> {
+    let me = std::process::id();
+    let mut children: HashMap<u32, Vec<u32>> = HashMap::new();
+    for (pid, s) in table {
+        children.entry(s.ppid).or_default().push(*pid);
+    }
+    let mut seen: HashSet<u32> = HashSet::new();
+    let mut queue = roots;
+    let mut out = Vec::new();
+    while let Some(pid) = queue.pop() {
+        if pid == me || pid <= 1 || !seen.insert(pid) {
+            continue;
+        }
+        out.push(pid);
+        queue.extend(children.get(&pid).into_iter().flatten().copied());
+    }
+    out
+}
+
+/// How many times a SIGKILL sweep looks again for processes forked between
+/// its scan and its signals: a killed process forks no more, so each round
+/// can only find children of the round before.
+const KILL_ROUNDS: usize = 4;
+
+/// Signals a whole process tree started by Portal: see [`tree_members`].
 ///
-/// Portal starts every child as a session leader (`setsid`), so its pid is both
-/// its session id and its process group id. An interactive shell moves each
-/// job into its own process group, which `killpg` alone misses; the sweep over
-/// `/proc` catches them. A descendant that calls `setsid()` itself escapes.
-pub(crate) fn kill_tree(leader: u32, sig: i32) -> io::Result<()> {
+/// Portal starts every child as a session leader (`setsid`), so its pid is
+/// both its session id and its process group id; `killpg` reaches the group
+/// at once, the sweep over `/proc` the rest. SIGKILL sweeps repeat (up to
+/// [`KILL_ROUNDS`]) until a scan finds nothing new alive.
+pub(crate) fn kill_tree(leader: u32, lineage: Option<&Lineage>, sig: i32) -> io::Result<()> {
+    // The tree is read before anything is signalled: once the leader dies,
+    // its children are reparented and the tree no longer leads to them.
+    let mut fresh = tree_members(leader, lineage, &process_table());
     let group = killpg(leader, sig);
-    for pid in session_members(leader) {
-        // A member may exit between the scan and the signal; kill ignores ESRCH.
-        let _ = kill(pid, sig);
+    let mut signalled: HashSet<u32> = HashSet::new();
+    for _ in 0..KILL_ROUNDS {
+        fresh.retain(|p| signalled.insert(*p));
+        if fresh.is_empty() {
+            break;
+        }
+        for pid in &fresh {
+            // A member may exit between the scan and the signal; kill
+            // ignores ESRCH.
+            let _ = kill(*pid, sig);
+        }
+        if sig != libc::SIGKILL {
+            break;
+        }
+        fresh = tree_members(leader, lineage, &process_table());
     }
     group
+}
+
+/// Kills what is left of every managed process: orphans reparented to the
+/// daemon that carry its socket in their lineage, and their descendants.
+/// Run at shutdown, after every managed process ended. Returns how many
+/// processes were killed.
+pub(crate) fn kill_leftovers(lineage: &Lineage) -> usize {
+    let me = std::process::id();
+    let mut killed = 0;
+    for _ in 0..KILL_ROUNDS {
+        let table = process_table();
+        let roots: Vec<u32> = table
+            .iter()
+            .filter(|(p, s)| s.ppid == me && s.state != 'Z' && lineage.carried_by(*p))
+            .map(|(p, _)| *p)
+            .collect();
+        let alive: Vec<u32> = descendants_of(roots, &table)
+            .into_iter()
+            .filter(|p| proc_stat(*p).is_some_and(|s| s.state != 'Z'))
+            .collect();
+        if alive.is_empty() {
+            break;
+        }
+        for pid in &alive {
+            let _ = kill(*pid, libc::SIGKILL);
+        }
+        killed += alive.len();
+    }
+    killed
 }
 
 /// Fields of `/proc/<pid>/stat` that Portal uses.
@@ -105,15 +255,6 @@ pub(crate) fn proc_stat(pid: u32) -> Option<ProcStat> {
 pub(crate) fn all_pids() -> Vec<u32> {
     let Ok(dir) = std::fs::read_dir("/proc") else { return Vec::new() };
     dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok()).collect()
-}
-
-/// Pids (other than `leader`) whose session or process group is `leader`.
-pub(crate) fn session_members(leader: u32) -> Vec<u32> {
-    all_pids()
-        .into_iter()
-        .filter(|&pid| pid != leader)
-        .filter(|&pid| proc_stat(pid).is_some_and(|s| s.session == leader || s.pgrp == leader))
-        .collect()
 }
 
 /// Blocks until `pid` (a child of this process) ends and reaps it.

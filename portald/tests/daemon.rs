@@ -427,3 +427,85 @@ async fn plain_client_as_another_user() {
         Err(s) => println!("{:?}: {}", s.code(), s.message()),
     }
 }
+
+/// Follows a process's output until it printed `name=<pid>` for every name.
+async fn pids_printed(rpc: &mut Rpc, id: u64, names: &[&str]) -> Vec<u32> {
+    let follow = pb::FollowRequest {
+        proc: Some(pb::ProcRef { target: Some(pb::proc_ref::Target::Id(id)) }),
+        from_start: true,
+        ..Default::default()
+    };
+    let mut events = rpc.follow(follow).await.unwrap().into_inner();
+    let mut out = Vec::new();
+    tokio::time::timeout(BOUND, async {
+        while let Some(ev) = events.message().await.unwrap() {
+            if let Some(pb::follow_event::Event::Output(r)) = ev.event {
+                out.extend_from_slice(&r.data);
+            }
+            let text = String::from_utf8_lossy(&out);
+            let found: Vec<u32> = names
+                .iter()
+                .filter_map(|n| {
+                    text.lines().find_map(|l| l.strip_prefix(&format!("{n}="))?.trim().parse().ok())
+                })
+                .collect();
+            if found.len() == names.len() {
+                return found;
+            }
+        }
+        panic!("the output ended before {names:?} were printed");
+    })
+    .await
+    .expect("the program printed the pids within the bound")
+}
+
+type Rpc = pb::portal_client::PortalClient<tonic::transport::Channel>;
+
+/// A script that starts a process in a session of its own with an
+/// environment of its own (so only the process tree leads to it while its
+/// parent lives), and a daemon that double forks away (reparented to
+/// portald), and prints their pids.
+const ESCAPES: &str = "env -i PATH=\"$PATH\" setsid sleep 301 & echo own_session=$!; \
+     sh -c 'setsid sleep 302 </dev/null >/dev/null 2>&1 & echo daemonized=$!'; ";
+
+/// The same escapes left behind by a program that exits at once: they keep
+/// Portal's environment, the one thing that still ties them to it.
+const LEFT_BEHIND: &str = "setsid sleep 303 </dev/null >/dev/null 2>&1 & echo own_session=$!; \
+     sh -c 'setsid sleep 304 </dev/null >/dev/null 2>&1 & echo daemonized=$!'; exit 0";
+
+#[tokio::test]
+async fn kill_and_stop_reach_every_descendant_whatever_session_it_made() {
+    let d = dir();
+    let mut daemon = spawn_daemon(d.path());
+    let client = daemon.connect().await;
+    let mut rpc = client.rpc();
+    let start = |script: String| pb::StartRequest {
+        command: "sh".into(),
+        args: vec!["-c".into(), script],
+        ..Default::default()
+    };
+    // Killed while running.
+    let running = rpc.start(start(format!("{ESCAPES} exec sleep 300"))).await.unwrap().into_inner();
+    let escaped = pids_printed(&mut rpc, running.id, &["own_session", "daemonized"]).await;
+    assert!(escaped.iter().all(|p| !is_dead(*p)), "{escaped:?} started");
+    let by_id = |id| Some(pb::ProcRef { target: Some(pb::proc_ref::Target::Id(id)) });
+    rpc.kill(pb::KillRequest { proc: by_id(running.id) }).await.unwrap();
+    for pid in &escaped {
+        assert!(is_dead(*pid), "{pid} survived the kill of what started it");
+    }
+    // Ended by itself, leaving a daemon behind: a kill still takes it.
+    let ended = rpc.start(start(LEFT_BEHIND.into())).await.unwrap().into_inner();
+    let left = pids_printed(&mut rpc, ended.id, &["daemonized"]).await;
+    let r = rpc.kill(pb::KillRequest { proc: by_id(ended.id) }).await.unwrap().into_inner();
+    assert_eq!(r.exit_code, Some(0), "the recorded exit stays");
+    assert!(is_dead(left[0]), "{} outlived the kill", left[0]);
+    // Ended by itself, and then the daemon stops: nothing is left.
+    let ended = rpc.start(start(LEFT_BEHIND.into())).await.unwrap().into_inner();
+    let left = pids_printed(&mut rpc, ended.id, &["own_session", "daemonized"]).await;
+    let child = daemon.child;
+    assert!(unsafe_free_kill(child.id(), "TERM"));
+    assert!(wait_child(child).await.success());
+    for pid in &left {
+        assert!(is_dead(*pid), "{pid} outlived portald");
+    }
+}

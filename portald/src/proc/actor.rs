@@ -122,7 +122,7 @@ pub(crate) fn start(parts: ActorParts, tracker: &TaskTracker) -> Result<ProcHand
     let (events, _) = broadcast::channel(BROADCAST_CHUNKS);
     let facts = Arc::new(facts);
     let idle_timeout = facts.spec.idle_timeout;
-    let Spawned { output, streams, input, exit, primary, input_target, .. } = spawned;
+    let Spawned { output, streams, input, exit, primary, input_target, lineage, .. } = spawned;
     let handle = ProcHandle {
         facts: Arc::clone(&facts),
         shared: Arc::clone(&shared),
@@ -131,8 +131,13 @@ pub(crate) fn start(parts: ActorParts, tracker: &TaskTracker) -> Result<ProcHand
         requests: Some(req_tx),
         dormant: None,
     };
-    let supervision =
-        Supervision { id, pid: facts.pid, state: Arc::clone(&state_tx), store: store.clone() };
+    let supervision = Supervision {
+        id,
+        pid: facts.pid,
+        lineage: lineage.clone(),
+        state: Arc::clone(&state_tx),
+        store: store.clone(),
+    };
     let actor = ProcActor {
         facts,
         shared,
@@ -157,6 +162,7 @@ pub(crate) fn start(parts: ActorParts, tracker: &TaskTracker) -> Result<ProcHand
         prompt_marks: 0,
         agents,
         foreground: Foreground::default(),
+        lineage,
         last_osc_seq: None,
         clock_base: (Instant::now(), sys::monotonic_ns()),
         input_watch: InputWatch {
@@ -187,6 +193,7 @@ pub(crate) fn start(parts: ActorParts, tracker: &TaskTracker) -> Result<ProcHand
 struct Supervision {
     id: super::ProcId,
     pid: u32,
+    lineage: sys::Lineage,
     state: Arc<watch::Sender<Published>>,
     store: Store,
 }
@@ -199,7 +206,7 @@ impl Supervision {
             .or_else(|| panic.downcast_ref::<String>().cloned())
             .unwrap_or_else(|| "unknown panic".into());
         tracing::error!(proc = %self.id, panic = what, "the process's handler panicked; killing the process, its log is kept");
-        if let Err(e) = sys::kill_tree(self.pid, libc::SIGKILL) {
+        if let Err(e) = sys::kill_tree(self.pid, Some(&self.lineage), libc::SIGKILL) {
             tracing::warn!(proc = %self.id, error = %e, "cannot kill the process tree");
         }
         let update = StatusUpdate {
@@ -246,6 +253,8 @@ pub(crate) struct ProcActor {
     agents: Arc<Agents>,
     /// The PTY's foreground process group as the last sweep found it.
     foreground: Foreground,
+    /// What the program's descendants carry, to find them all at kill time.
+    lineage: sys::Lineage,
     /// Sequence number of the last OSC 3008 record (replays are dropped).
     last_osc_seq: Option<u64>,
     /// A tokio instant and the monotonic clock reading taken together, to turn
@@ -609,13 +618,24 @@ impl ProcActor {
     }
 
     fn signal_tree(&self, sig: i32) {
-        if let Err(e) = sys::kill_tree(self.pid(), sig) {
+        if let Err(e) = sys::kill_tree(self.pid(), Some(&self.lineage), sig) {
             tracing::warn!(proc = %self.id(), sig, error = %e, "signalling the process tree failed");
+        }
+    }
+
+    /// Kills what the program left behind after it exited: its pid may be
+    /// reused by now, so only processes reparented to the daemon that carry
+    /// its lineage, and their descendants.
+    fn kill_leftovers(&self) {
+        let killed = sys::kill_leftovers(&self.lineage);
+        if killed > 0 {
+            tracing::info!(proc = %self.id(), killed, "killed what the program left behind");
         }
     }
 
     fn kill_tree(&mut self, reason: EndReason) {
         if self.exit.is_some() {
+            self.kill_leftovers();
             return;
         }
         self.end_reason.get_or_insert(reason);
@@ -718,6 +738,7 @@ impl ProcActor {
             }
             ProcRequest::Kill { reason, reply } => {
                 if self.ending == Ending::Done {
+                    self.kill_leftovers();
                     let _ = reply.send(self.status());
                 } else {
                     self.kill_tree(reason);

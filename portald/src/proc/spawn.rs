@@ -86,6 +86,9 @@ pub(crate) struct Spawned {
     /// What the program reads its input from, for the kernel's input state
     /// (`None` when it could not be identified).
     pub(crate) input_target: Option<InputTarget>,
+    /// What its descendants carry in their environment, to find them all at
+    /// kill time.
+    pub(crate) lineage: sys::Lineage,
 }
 
 impl std::fmt::Debug for Spawned {
@@ -354,6 +357,7 @@ fn spawn_pty(
                 .and_then(|path| std::fs::metadata(path).ok())
                 .map(|m| InputTarget::Tty { rdev: m.rdev() });
             Ok(Spawned {
+                lineage: sys::Lineage::of_env(env),
                 pid,
                 output,
                 streams: 1,
@@ -373,7 +377,8 @@ fn spawn_pty(
 /// Kills and reaps a child whose I/O could not be set up, so a failed start
 /// leaves nothing behind.
 fn abort_spawned(pid: u32, pids: &SpawnedPids) {
-    let _ = sys::kill_tree(pid, libc::SIGKILL);
+    // Nothing was reparented yet: the tree alone finds everything.
+    let _ = sys::kill_tree(pid, None, libc::SIGKILL);
     let _ = sys::wait_pid(pid);
     pids.forget(pid);
 }
@@ -430,9 +435,16 @@ fn spawn_pipes(
         .and_then(|()| start_writer(id, stdin))
         .and_then(|input| Ok((input, start_waiter(id, pid, pids)?)));
     match started {
-        Ok((input, exit)) => {
-            Ok(Spawned { pid, output, streams: 2, input, exit, primary: None, input_target })
-        }
+        Ok((input, exit)) => Ok(Spawned {
+            pid,
+            output,
+            streams: 2,
+            input,
+            exit,
+            primary: None,
+            input_target,
+            lineage: sys::Lineage::of_env(env),
+        }),
         Err(e) => {
             abort_spawned(pid, pids);
             Err(io_err(id, "start I/O threads")(e))
