@@ -123,7 +123,7 @@ fn agent_json(a: &pb::Agent) -> serde_json::Value {
         "id": a.id, "name": a.name, "kind": a.kind, "state": names::agent_state(a.state()),
         "source": names::agent_source(a.source()), "exact": a.exact, "reason": a.reason, "event": a.event,
         "since_ns": a.since_ns, "age_ms": a.age_ms, "session_id": a.session_id, "pid": a.pid,
-        "process_status": names::status(a.process_status()),
+        "process_status": names::status(a.process_status()), "dialog": a.dialog,
     })
 }
 
@@ -155,6 +155,12 @@ fn print_agents(r: &pb::AgentListResponse) {
             fmt::short_duration(a.age_ms),
             a.reason
         );
+        if !a.dialog.is_empty() {
+            println!("      shows a dialog (answer with send-keys or attach):");
+            for line in a.dialog.lines() {
+                println!("        {line}");
+            }
+        }
     }
     println!("{}", r.summary);
 }
@@ -255,13 +261,17 @@ pub(crate) async fn agents(client: &Client, a: AgentsArgs) -> Outcome {
             let r = rpc.agent_send(req).await?.into_inner();
             if out.json {
                 print_json(
-                    &json!({"results": r.results.iter().map(|x| json!({"id": x.id, "sent": x.sent, "deduplicated": x.deduplicated, "outcome": names::agent_wait_outcome(x.outcome()), "detail": x.detail})).collect::<Vec<_>>()}),
+                    &json!({"results": r.results.iter().map(|x| json!({"id": x.id, "sent": x.sent, "deduplicated": x.deduplicated, "outcome": names::agent_wait_outcome(x.outcome()), "detail": x.detail, "dialog": x.dialog})).collect::<Vec<_>>()}),
                 );
             } else {
                 for x in &r.results {
                     let what = match (x.sent, x.deduplicated) {
                         (true, true) => "already sent (same key)".to_owned(),
                         (true, false) => "sent".to_owned(),
+                        (false, _) if !x.dialog.is_empty() => format!(
+                            "not sent: it shows a dialog a prompt would answer; answer it (portal-cli send-keys, or attach), then send again:\n  {}",
+                            x.dialog.replace('\n', "\n  ")
+                        ),
                         (false, _) => {
                             format!(
                                 "not sent: {} ({})",

@@ -725,6 +725,11 @@ pub(crate) struct AgentInfo {
     pub(crate) age_ms: u64,
     /// The agent's own session id, when its hooks sent it.
     pub(crate) session_id: String,
+    /// The dialog it shows (a permission request or a menu): answer it with
+    /// process_send_keys (or leave it to a person); agent_send never types
+    /// into it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) dialog: Option<String>,
 }
 
 impl From<&pb::Agent> for AgentInfo {
@@ -739,6 +744,7 @@ impl From<&pb::Agent> for AgentInfo {
             reason: a.reason.clone(),
             age_ms: a.age_ms,
             session_id: a.session_id.clone(),
+            dialog: (!a.dialog.is_empty()).then(|| a.dialog.clone()),
         }
     }
 }
@@ -793,6 +799,10 @@ pub(crate) struct AgentOutcome {
     pub(crate) deduplicated: Option<bool>,
     /// Why not sent.
     pub(crate) detail: Option<String>,
+    /// For agent_send: the dialog that stopped it (answer it with
+    /// process_send_keys, then send again).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) dialog: Option<String>,
 }
 
 /// `agent_wait` and `agent_send` result.

@@ -811,6 +811,12 @@ impl Shim {
                 if x.exact { "" } else { ", a guess" },
                 x.reason
             ));
+            if let Some(d) = &x.dialog {
+                text.push_str(&format!(
+                    "  it shows a dialog (answer with process_send_keys):\n  {}\n",
+                    d.replace('\n', "\n  ")
+                ));
+            }
         }
         if !r.summary.is_empty() {
             text.push_str(&r.summary);
@@ -893,6 +899,7 @@ impl Shim {
                 sent: None,
                 deduplicated: None,
                 detail: None,
+                dialog: None,
             })
             .collect();
         let text = results
@@ -928,6 +935,7 @@ impl Shim {
                 sent: Some(x.sent),
                 deduplicated: Some(x.deduplicated),
                 detail: (!x.detail.is_empty()).then(|| x.detail.clone()),
+                dialog: (!x.dialog.is_empty()).then(|| x.dialog.clone()),
             })
             .collect();
         let text = results
@@ -935,12 +943,18 @@ impl Shim {
             .map(|x| match (x.sent, x.deduplicated) {
                 (Some(true), Some(true)) => format!("{}: already sent with this key", x.id),
                 (Some(true), _) => format!("{}: sent", x.id),
-                _ => format!(
-                    "{}: not sent ({}; {})",
-                    x.id,
-                    x.outcome,
-                    x.detail.as_deref().unwrap_or("")
-                ),
+                _ => match &x.dialog {
+                    Some(d) => format!(
+                        "{}: not sent: it shows a dialog a prompt would answer; answer it with process_send_keys (or leave it to a person), then send again:\n{d}",
+                        x.id
+                    ),
+                    None => format!(
+                        "{}: not sent ({}; {})",
+                        x.id,
+                        x.outcome,
+                        x.detail.as_deref().unwrap_or("")
+                    ),
+                },
             })
             .collect::<Vec<_>>()
             .join("\n");

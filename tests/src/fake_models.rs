@@ -186,7 +186,10 @@ impl FakeModel {
     /// a prompt typed once appears once, however many turns followed.
     #[must_use]
     pub fn user_prompts(&self) -> Vec<String> {
-        self.main_requests().last().map(|r| user_prompts(self.state.api, &r.body)).unwrap_or_default()
+        self.main_requests()
+            .last()
+            .map(|r| user_prompts(self.state.api, &r.body))
+            .unwrap_or_default()
     }
 }
 
@@ -270,7 +273,8 @@ async fn read_request(conn: &mut TcpStream, buf: &mut Vec<u8>) -> io::Result<Opt
             chunked = true;
         }
     }
-    let body = if chunked { read_chunked(conn, buf).await? } else { take(conn, buf, length).await? };
+    let body =
+        if chunked { read_chunked(conn, buf).await? } else { take(conn, buf, length).await? };
     Ok(Some(Raw { method, path, body }))
 }
 
@@ -309,10 +313,8 @@ async fn take(conn: &mut TcpStream, buf: &mut Vec<u8>, n: usize) -> io::Result<V
 
 /// Reads more bytes into `buf`; false at end of stream.
 async fn fill(conn: &mut TcpStream, buf: &mut Vec<u8>) -> io::Result<bool> {
-    let mut chunk = [0u8; 16 * 1024];
-    let n = conn.read(&mut chunk).await?;
-    buf.extend_from_slice(&chunk[..n]);
-    Ok(n > 0)
+    buf.reserve(16 * 1024);
+    Ok(conn.read_buf(buf).await? > 0)
 }
 
 fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
@@ -349,7 +351,7 @@ async fn answer(conn: &mut TcpStream, state: &State, raw: Raw) -> io::Result<()>
     let reply = if main {
         lock(&state.script).pop_front().unwrap_or_else(|| Reply::Text(DEFAULT_TEXT.into()))
     } else {
-        Reply::Text("OK".into())
+        Reply::Text(side_answer(&request.body))
     };
     let stream = request.body["stream"] == true;
     let body = request.body.clone();
@@ -384,6 +386,16 @@ async fn answer(conn: &mut TcpStream, state: &State, raw: Raw) -> io::Result<()>
             send(conn, "404 Not Found", "application/json", err.to_string()).await
         }
     }
+}
+
+/// The answer to a side request: JSON when it asks for structured output
+/// (Codex's thread title: `{"title": …}`), else a short text.
+fn side_answer(body: &Value) -> String {
+    let schema = &body["text"]["format"]["schema"];
+    let Some(props) = schema["properties"].as_object() else { return "OK".into() };
+    let fields: serde_json::Map<String, Value> =
+        props.keys().map(|k| (k.clone(), json!(format!("Fake {k}")))).collect();
+    Value::Object(fields).to_string()
 }
 
 fn log_request(r: &Request) {
@@ -524,10 +536,17 @@ fn openai_item(reply: &Reply, tool: &str, id: u64) -> Value {
             "status": "completed", "action": {"type": "exec",
                 "command": ["bash", "-lc", cmd]}}),
         Reply::Shell(cmd) => {
+            // Asking for escalation (to run outside the sandbox) is what
+            // makes Codex ask the user in its default mode; a plain command
+            // inside the workspace runs sandboxed without asking.
+            let why = format!("Run {cmd}?");
             let args = match tool {
-                "shell" => json!({"command": ["bash", "-lc", cmd]}),
-                "exec_command" => json!({"cmd": cmd}),
-                _ => json!({"command": cmd}),
+                "shell" => json!({"command": ["bash", "-lc", cmd],
+                    "with_escalated_permissions": true, "justification": why}),
+                "exec_command" => json!({"cmd": cmd,
+                    "sandbox_permissions": "require_escalated", "justification": why}),
+                _ => json!({"command": cmd,
+                    "sandbox_permissions": "require_escalated", "justification": why}),
             };
             json!({"type": "function_call", "id": format!("fc_fake{id}"),
                    "call_id": format!("call_fake{id}"), "name": tool,
@@ -668,7 +687,6 @@ pub fn claude_home(home: &Path, cwd: &Path, base_url: &str) -> io::Result<Vec<(S
         "lastOnboardingVersion": "2.1.332",
         "numStartups": 1,
         "theme": "dark",
-        "autoUpdates": false,
         "hasSeenAutoDefaultNotice": true,
         "hasSeenAutoDefaultNudge": true,
         "customApiKeyResponses": {"approved": [key_tail], "rejected": []},
@@ -720,6 +738,20 @@ stream_max_retries = 0
 
 [projects."{cwd}"]
 trust_level = "trusted"
+
+[features]
+# Else the TUI starts `codex app-server` daemons in their own sessions that
+# outlive it, make the model requests and run the hooks (with the
+# environment of the first TUI that started them).
+daemon_auto_start = false
+
+[tui]
+screen_reader_detection_done = true
+
+# Past its limit the model announcement is not counted up again, so Codex
+# does not rewrite this file at every start.
+[tui.model_availability_nux]
+"gpt-6.1-sol" = 100
 "#,
         cwd = cwd.display()
     );
@@ -731,4 +763,335 @@ trust_level = "trusted"
         ("TERM", "xterm-256color".into()),
     ];
     Ok(env.into_iter().map(|(k, v)| (k.to_owned(), v)).collect())
+}
+
+/// Marks every command hook in the Codex `config` file (its `config.toml`,
+/// as `[[hooks.<Event>]]` / `[[hooks.<Event>.hooks]]` tables, the form
+/// `portal-cli hooks install` writes) as trusted, by appending the
+/// `[hooks.state."<config>:<event>:<group>:<handler>"] trusted_hash` records
+/// Codex's `/hooks` review would write. Without them Codex opens a "Hooks
+/// need review" dialog at start and runs none of them. Returns how many
+/// hooks it trusted.
+///
+/// # Errors
+/// When the file cannot be read or written.
+pub fn codex_trust_hooks(config: &Path) -> io::Result<usize> {
+    let text = std::fs::read_to_string(config)?;
+    let mut records = String::new();
+    let hooks = codex_hooks(&text);
+    for h in &hooks {
+        let _ = std::fmt::Write::write_fmt(
+            &mut records,
+            format_args!(
+                "\n[hooks.state.\"{}:{}:{}:{}\"]\ntrusted_hash = \"{}\"\n",
+                config.display(),
+                h.event,
+                h.group,
+                h.handler,
+                codex_hook_hash(h)
+            ),
+        );
+    }
+    let sep = if text.ends_with('\n') || text.is_empty() { "" } else { "\n" };
+    std::fs::write(config, format!("{text}{sep}{records}"))?;
+    Ok(hooks.len())
+}
+
+/// One command hook found in a Codex `config.toml`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct CodexHook {
+    /// The event in snake case (`user_prompt_submit`), as trust keys name it.
+    event: String,
+    group: usize,
+    handler: usize,
+    matcher: Option<String>,
+    command: String,
+    timeout: Option<u64>,
+}
+
+/// The command hooks of a `config.toml` written in array-of-tables form.
+fn codex_hooks(text: &str) -> Vec<CodexHook> {
+    let mut hooks: Vec<CodexHook> = Vec::new();
+    let mut groups: Vec<(String, usize)> = Vec::new();
+    // (event, group, matcher) of the open group; whether a handler is open.
+    let mut group: Option<(String, usize, Option<String>)> = None;
+    let mut in_handler = false;
+    for line in text.lines().map(str::trim) {
+        if let Some(name) = line.strip_prefix("[[hooks.").and_then(|l| l.strip_suffix("]]")) {
+            if let Some(event) = name.strip_suffix(".hooks") {
+                let Some((open, index, matcher)) = &group else { continue };
+                if open != event {
+                    continue;
+                }
+                let handler =
+                    hooks.iter().filter(|h| h.event == snake(event) && h.group == *index).count();
+                hooks.push(CodexHook {
+                    event: snake(event),
+                    group: *index,
+                    handler,
+                    matcher: matcher.clone(),
+                    command: String::new(),
+                    timeout: None,
+                });
+                in_handler = true;
+            } else {
+                let index = match groups.iter_mut().find(|(e, _)| e == name) {
+                    Some((_, n)) => {
+                        *n += 1;
+                        *n
+                    }
+                    None => {
+                        groups.push((name.to_owned(), 0));
+                        0
+                    }
+                };
+                group = Some((name.to_owned(), index, None));
+                in_handler = false;
+            }
+            continue;
+        }
+        if line.starts_with('[') {
+            group = None;
+            in_handler = false;
+            continue;
+        }
+        let Some((key, value)) = line.split_once('=') else { continue };
+        let (key, value) = (key.trim(), value.trim());
+        match (key, in_handler, hooks.last_mut(), group.as_mut()) {
+            ("command", true, Some(h), _) => h.command = toml_string(value).unwrap_or_default(),
+            ("timeout", true, Some(h), _) => h.timeout = value.parse().ok(),
+            ("matcher", false, _, Some(g)) => g.2 = toml_string(value),
+            _ => {}
+        }
+    }
+    hooks
+}
+
+/// `UserPromptSubmit` → `user_prompt_submit`.
+fn snake(event: &str) -> String {
+    let mut out = String::new();
+    for (i, c) in event.chars().enumerate() {
+        if c.is_ascii_uppercase() && i > 0 {
+            out.push('_');
+        }
+        out.push(c.to_ascii_lowercase());
+    }
+    out
+}
+
+/// A TOML basic string's value (`"a \"b\""` → `a "b"`).
+fn toml_string(value: &str) -> Option<String> {
+    let inner = value.strip_prefix('"')?.rsplit_once('"')?.0;
+    let mut out = String::new();
+    let mut chars = inner.chars();
+    while let Some(c) = chars.next() {
+        if c != '\\' {
+            out.push(c);
+            continue;
+        }
+        match chars.next()? {
+            'n' => out.push('\n'),
+            't' => out.push('\t'),
+            'r' => out.push('\r'),
+            'u' => {
+                let hex: String = chars.by_ref().take(4).collect();
+                out.push(char::from_u32(u32::from_str_radix(&hex, 16).ok()?)?);
+            }
+            other => out.push(other),
+        }
+    }
+    Some(out)
+}
+
+/// Codex's trust hash of a hook: SHA-256 of the compact, key-sorted JSON
+/// `{"event_name","hooks":[{"async","command","timeout","type"}],"matcher"?}`
+/// with Codex's default timeout filled in (1 s for `session_end` and
+/// `interrupt`, else 600 s).
+fn codex_hook_hash(h: &CodexHook) -> String {
+    let default = if matches!(h.event.as_str(), "session_end" | "interrupt") { 1 } else { 600 };
+    let mut identity = format!(
+        r#"{{"event_name":{},"hooks":[{{"async":false,"command":{},"timeout":{},"type":"command"}}]"#,
+        Value::from(h.event.as_str()),
+        Value::from(h.command.as_str()),
+        h.timeout.unwrap_or(default)
+    );
+    if let Some(m) = &h.matcher {
+        identity += &format!(",\"matcher\":{}", Value::from(m.as_str()));
+    }
+    identity.push('}');
+    let digest: String = sha256(identity.as_bytes()).iter().map(|b| format!("{b:02x}")).collect();
+    format!("sha256:{digest}")
+}
+
+/// SHA-256 (FIPS 180-4), small and slow: for a few trust hashes.
+fn sha256(data: &[u8]) -> [u8; 32] {
+    const K: [u32; 64] = [
+        0x428a_2f98,
+        0x7137_4491,
+        0xb5c0_fbcf,
+        0xe9b5_dba5,
+        0x3956_c25b,
+        0x59f1_11f1,
+        0x923f_82a4,
+        0xab1c_5ed5,
+        0xd807_aa98,
+        0x1283_5b01,
+        0x2431_85be,
+        0x550c_7dc3,
+        0x72be_5d74,
+        0x80de_b1fe,
+        0x9bdc_06a7,
+        0xc19b_f174,
+        0xe49b_69c1,
+        0xefbe_4786,
+        0x0fc1_9dc6,
+        0x240c_a1cc,
+        0x2de9_2c6f,
+        0x4a74_84aa,
+        0x5cb0_a9dc,
+        0x76f9_88da,
+        0x983e_5152,
+        0xa831_c66d,
+        0xb003_27c8,
+        0xbf59_7fc7,
+        0xc6e0_0bf3,
+        0xd5a7_9147,
+        0x06ca_6351,
+        0x1429_2967,
+        0x27b7_0a85,
+        0x2e1b_2138,
+        0x4d2c_6dfc,
+        0x5338_0d13,
+        0x650a_7354,
+        0x766a_0abb,
+        0x81c2_c92e,
+        0x9272_2c85,
+        0xa2bf_e8a1,
+        0xa81a_664b,
+        0xc24b_8b70,
+        0xc76c_51a3,
+        0xd192_e819,
+        0xd699_0624,
+        0xf40e_3585,
+        0x106a_a070,
+        0x19a4_c116,
+        0x1e37_6c08,
+        0x2748_774c,
+        0x34b0_bcb5,
+        0x391c_0cb3,
+        0x4ed8_aa4a,
+        0x5b9c_ca4f,
+        0x682e_6ff3,
+        0x748f_82ee,
+        0x78a5_636f,
+        0x84c8_7814,
+        0x8cc7_0208,
+        0x90be_fffa,
+        0xa450_6ceb,
+        0xbef9_a3f7,
+        0xc671_78f2,
+    ];
+    let mut h: [u32; 8] = [
+        0x6a09_e667,
+        0xbb67_ae85,
+        0x3c6e_f372,
+        0xa54f_f53a,
+        0x510e_527f,
+        0x9b05_688c,
+        0x1f83_d9ab,
+        0x5be0_cd19,
+    ];
+    let mut msg = data.to_vec();
+    let bits = (data.len() as u64).wrapping_mul(8);
+    msg.push(0x80);
+    while msg.len() % 64 != 56 {
+        msg.push(0);
+    }
+    msg.extend_from_slice(&bits.to_be_bytes());
+    for block in msg.chunks_exact(64) {
+        let mut w = [0u32; 64];
+        for (i, word) in block.chunks_exact(4).enumerate() {
+            w[i] = u32::from_be_bytes([word[0], word[1], word[2], word[3]]);
+        }
+        for i in 16..64 {
+            let s0 = w[i - 15].rotate_right(7) ^ w[i - 15].rotate_right(18) ^ (w[i - 15] >> 3);
+            let s1 = w[i - 2].rotate_right(17) ^ w[i - 2].rotate_right(19) ^ (w[i - 2] >> 10);
+            w[i] = w[i - 16].wrapping_add(s0).wrapping_add(w[i - 7]).wrapping_add(s1);
+        }
+        let [mut a, mut b, mut c, mut d, mut e, mut f, mut g, mut hh] = h;
+        for i in 0..64 {
+            let s1 = e.rotate_right(6) ^ e.rotate_right(11) ^ e.rotate_right(25);
+            let ch = (e & f) ^ (!e & g);
+            let t1 = hh.wrapping_add(s1).wrapping_add(ch).wrapping_add(K[i]).wrapping_add(w[i]);
+            let s0 = a.rotate_right(2) ^ a.rotate_right(13) ^ a.rotate_right(22);
+            let maj = (a & b) ^ (a & c) ^ (b & c);
+            let t2 = s0.wrapping_add(maj);
+            (hh, g, f, e, d, c, b, a) = (g, f, e, d.wrapping_add(t1), c, b, a, t1.wrapping_add(t2));
+        }
+        for (x, y) in h.iter_mut().zip([a, b, c, d, e, f, g, hh]) {
+            *x = x.wrapping_add(y);
+        }
+    }
+    let mut out = [0u8; 32];
+    for (chunk, word) in out.chunks_exact_mut(4).zip(h) {
+        chunk.copy_from_slice(&word.to_be_bytes());
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hex(b: &[u8]) -> String {
+        b.iter().map(|x| format!("{x:02x}")).collect()
+    }
+
+    #[test]
+    fn sha256_matches_known_vectors() {
+        assert_eq!(
+            hex(&sha256(b"")),
+            "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+        );
+        assert_eq!(
+            hex(&sha256(&[b'a'; 200])),
+            "c2a908d98f5df987ade41b5fce213067efbcc21ef2240212a41e54b5e7c28ae5"
+        );
+    }
+
+    #[test]
+    fn codex_trust_hashes_match_what_codex_wrote() {
+        // Hooks trusted through Codex 0.171's own `/hooks` dialog.
+        let config = "[features]\nhooks = true\n\n[[hooks.PreToolUse]]\n[[hooks.PreToolUse.hooks]]\ntype = \"command\"\ncommand = \"/tmp/hook.sh /tmp/x2/hooks.log PreToolUse\"\n[[hooks.SessionEnd]]\n[[hooks.SessionEnd.hooks]]\ntype = \"command\"\ncommand = \"/tmp/hook.sh /tmp/x2/hooks.log SessionEnd\"\n\n[tui]\nx = 1\n";
+        let hooks = codex_hooks(config);
+        assert_eq!(hooks.len(), 2);
+        assert_eq!(
+            (hooks[0].event.as_str(), hooks[0].group, hooks[0].handler),
+            ("pre_tool_use", 0, 0)
+        );
+        assert_eq!(
+            codex_hook_hash(&hooks[0]),
+            "sha256:6e5665c1f963f42be95958332849deaaa8400ba3d00cc76ce93ca57ee4b78fb4"
+        );
+        assert_eq!(
+            codex_hook_hash(&hooks[1]),
+            "sha256:074ed4b39ec27457e157cc6f089001662a2efe182b8adac73abecc445f7ec824"
+        );
+    }
+
+    #[test]
+    fn user_prompts_skip_context_blocks() {
+        let body = json!({"messages": [
+            {"role": "user", "content": [{"type": "text", "text": "<system-reminder>x</system-reminder>"},
+                                         {"type": "text", "text": "hello portal"}]},
+            {"role": "assistant", "content": [{"type": "text", "text": "hi"}]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t", "content": "ok"}]},
+        ]});
+        assert_eq!(user_prompts(Api::Anthropic, &body), vec!["hello portal".to_owned()]);
+        let body = json!({"input": [
+            {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "<environment_context>…"}]},
+            {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "hello portal"}]},
+        ]});
+        assert_eq!(user_prompts(Api::OpenAi, &body), vec!["hello portal".to_owned()]);
+    }
 }

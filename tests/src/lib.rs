@@ -6,6 +6,8 @@
 //! `PORTAL_KEEP_TEST_DIRS=1` keeps each test's directory (socket, database)
 //! and prints its path.
 
+pub mod fake_models;
+
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 

@@ -11,6 +11,10 @@
 //! - a bell or notification means `awaiting_input` only while `running`;
 //! - Claude's idle reminder after `done` does not turn it into
 //!   `awaiting_input`;
+//! - a dialog on the agent's screen (a permission request or another menu)
+//!   means `awaiting_input` with reason `permission` or `choice` and the
+//!   dialog's text, whatever else said; once it is gone the state goes back
+//!   to what it was (a permission granted mid-turn is `running` again);
 //! - exit (of the child, of the foreground agent, or a SessionEnd report)
 //!   ends the instance; discovery starts a new one in `unknown` (never
 //!   `running`: a discovered agent at its prompt is not busy).
@@ -21,6 +25,7 @@
 //! and never across an `.await`; a `watch` channel carrying the latest
 //! sequence number wakes waiters.
 
+pub(crate) mod dialog;
 pub(crate) mod hooks;
 pub(crate) mod send;
 pub(crate) mod signals;
@@ -161,6 +166,9 @@ pub(crate) struct AgentRecord {
     pub(crate) since_mono_ns: i64,
     /// Whether anything ever made this look like an agent.
     pub(crate) is_agent: bool,
+    /// The dialog the agent shows (a permission request or another menu),
+    /// as its screen has it; sends are refused while there is one.
+    pub(crate) dialog: Option<String>,
 }
 
 impl AgentRecord {
@@ -180,6 +188,7 @@ impl AgentRecord {
             since_ns,
             since_mono_ns,
             is_agent: false,
+            dialog: None,
         }
     }
 }
@@ -233,6 +242,8 @@ pub(crate) enum AgentEvent {
     },
     /// Portal just typed a prompt into it.
     Sent,
+    /// What its screen shows: a dialog, or none (any more).
+    Dialog(Option<dialog::Dialog>),
 }
 
 /// Per-record state the reducer needs beyond the visible record.
@@ -243,6 +254,22 @@ pub(crate) struct Instance {
     /// The discovered agent is a foreground job: the program taking the
     /// terminal back ends it.
     pub(crate) foreground: bool,
+    /// What the state was before a dialog took over, to go back to once it
+    /// is answered (a permission granted mid-turn means `running` again).
+    pub(crate) before_dialog: Option<(AgentState, Source, bool, Option<String>)>,
+}
+
+/// Reasons under which `awaiting_input` means a dialog, not a prompt.
+pub(crate) const DIALOG_REASONS: [&str; 2] = ["permission", "choice"];
+
+impl AgentRecord {
+    /// Waiting on a dialog (by its screen, or by a hook's permission
+    /// request): a prompt typed now would answer it.
+    pub(crate) fn in_dialog(&self) -> bool {
+        self.dialog.is_some()
+            || (self.state == AgentState::AwaitingInput
+                && self.reason.as_deref().is_some_and(|r| DIALOG_REASONS.contains(&r)))
+    }
 }
 
 /// The reducer: applies one event to a record at time `(now_ns, mono_ns)`.
@@ -283,8 +310,13 @@ pub(crate) fn apply(
             set(rec, state, source, true, reason);
             if state == AgentState::Exited {
                 *inst = Instance::default();
+                rec.dialog = None;
             } else {
                 inst.authoritative = true;
+                if !rec.in_dialog() {
+                    // It moved on: a dialog answered now goes back to this.
+                    inst.before_dialog = None;
+                }
             }
         }
         AgentEvent::Bell | AgentEvent::Notify(_) => {
@@ -322,6 +354,7 @@ pub(crate) fn apply(
                 return None;
             }
             *inst = Instance::default();
+            rec.dialog = None;
             set(
                 rec,
                 AgentState::Exited,
@@ -332,12 +365,56 @@ pub(crate) fn apply(
         }
         AgentEvent::ChildExited { code, signal } => {
             *inst = Instance::default();
+            rec.dialog = None;
             let reason = match (code, signal) {
                 (Some(c), _) => format!("exit {c}"),
                 (None, Some(s)) => format!("signal {s}"),
                 _ => "exited".to_owned(),
             };
             set(rec, AgentState::Exited, Source::Lifecycle, true, Some(reason));
+        }
+        AgentEvent::Dialog(Some(found)) => {
+            if rec.state == AgentState::Exited || !rec.is_agent {
+                return None;
+            }
+            rec.dialog = Some(found.text);
+            let asking = rec.state == AgentState::AwaitingInput
+                && rec.reason.as_deref().is_some_and(|r| DIALOG_REASONS.contains(&r));
+            if !asking {
+                inst.before_dialog.get_or_insert((
+                    rec.state,
+                    rec.source,
+                    rec.exact,
+                    rec.reason.clone(),
+                ));
+                let reason = Some(found.kind.reason().to_owned());
+                set(rec, AgentState::AwaitingInput, Source::Heuristic, false, reason);
+            }
+        }
+        AgentEvent::Dialog(None) => {
+            // Nothing was shown: nothing to answer.
+            rec.dialog.take()?;
+            let asking = rec.state == AgentState::AwaitingInput
+                && rec.reason.as_deref().is_some_and(|r| DIALOG_REASONS.contains(&r));
+            if asking {
+                // Answered: back to what it was doing (a granted permission
+                // mid-turn is `running` again); a dialog that came first
+                // leaves it running, the safe guess until it reports.
+                let (state, source, exact, reason) = inst.before_dialog.take().unwrap_or((
+                    AgentState::Running,
+                    Source::Heuristic,
+                    false,
+                    Some("dialog answered".into()),
+                ));
+                let (state, reason) = match state {
+                    AgentState::AwaitingInput | AgentState::Unknown => {
+                        (AgentState::Running, Some("dialog answered".into()))
+                    }
+                    s => (s, reason),
+                };
+                set(rec, state, source, exact, reason);
+            }
+            inst.before_dialog = None;
         }
         AgentEvent::Sent => {
             if !AgentState::READY.contains(&rec.state) {
@@ -471,6 +548,11 @@ impl Agents {
             self.changed.send_replace(t.seq);
         }
         Some(record)
+    }
+
+    /// Whether anything made the process look like an agent.
+    pub(crate) fn is_agent(&self, id: ProcId) -> bool {
+        self.lock().entries.get(&id).is_some_and(|e| e.record.is_agent)
     }
 
     /// One record.
@@ -633,6 +715,10 @@ pub(crate) async fn wait_fleet(
 mod tests {
     use super::*;
 
+    fn dialog(kind: dialog::DialogKind) -> AgentEvent {
+        AgentEvent::Dialog(Some(dialog::Dialog { kind, text: "Do you want to proceed?".into() }))
+    }
+
     fn record() -> (AgentRecord, Instance) {
         (AgentRecord::new(ProcId(1), 0, 0), Instance::default())
     }
@@ -753,6 +839,34 @@ mod tests {
                 AwaitingInput,
             ),
             ("a sent prompt means running", vec![report(Done, None), AgentEvent::Sent], Running),
+            (
+                "a dialog on screen means waiting on it",
+                vec![report(Running, None), dialog(dialog::DialogKind::Permission)],
+                AwaitingInput,
+            ),
+            (
+                "an answered permission goes back to running",
+                vec![
+                    report(Running, None),
+                    dialog(dialog::DialogKind::Permission),
+                    AgentEvent::Dialog(None),
+                ],
+                Running,
+            ),
+            (
+                "a picker opened after a turn closes back to done",
+                vec![
+                    report(Done, None),
+                    dialog(dialog::DialogKind::Choice),
+                    AgentEvent::Dialog(None),
+                ],
+                Done,
+            ),
+            (
+                "a dialog after the exit means nothing",
+                vec![report(Exited, None), dialog(dialog::DialogKind::Permission)],
+                Exited,
+            ),
             (
                 "a send to a busy agent changes nothing",
                 vec![report(Running, None), AgentEvent::Sent],

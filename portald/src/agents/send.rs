@@ -8,12 +8,16 @@
 //! 2. **Readiness.** Unless told not to, wait until the agent is in a ready
 //!    state; if it does not get there, nothing is typed and the key is
 //!    released so a retry really retries.
-//! 3. **Dispatch through the actor** as one request: the text (a bracketed
+//! 3. **Never into a dialog.** The screen is looked at right before typing:
+//!    a permission request or another menu on it (or a hook's permission
+//!    request) means nothing is typed and the dialog's text is returned,
+//!    since a prompt would answer it (`1` approves, `p` approves for good).
+//! 4. **Dispatch through the actor** as one request: the text (a bracketed
 //!    paste when it spans lines and the program enabled it), a short gap,
 //!    then Enter as its own write. The actor handles one request at a time,
 //!    so sends and other writes to a process never interleave, whichever
 //!    client they come from.
-//! 4. **Record only successful sends** in the ledger, for [`LEDGER_TTL`].
+//! 5. **Record only successful sends** in the ledger, for [`LEDGER_TTL`].
 
 use std::collections::HashMap;
 use std::sync::{Mutex, PoisonError};
@@ -23,7 +27,7 @@ use bytes::Bytes;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use super::{AgentEvent, AgentState, Agents, WaitOutcome, wait_one};
+use super::{AgentEvent, AgentState, Agents, WaitOutcome, dialog, wait_one};
 use crate::proc::{ProcError, ProcHandle, ProcId};
 
 /// How long a successful send is remembered for retries with its key.
@@ -61,6 +65,8 @@ pub(crate) struct SendResult {
     pub(crate) outcome: WaitOutcome,
     /// Why not sent.
     pub(crate) detail: Option<String>,
+    /// The dialog the agent shows, when that is why nothing was typed.
+    pub(crate) dialog: Option<String>,
 }
 
 enum Entry {
@@ -129,6 +135,24 @@ async fn prompt_bytes(h: &ProcHandle, text: &str) -> Result<Bytes, ProcError> {
     }))
 }
 
+/// The dialog the agent waits on, if any: its screen looked at now (not the
+/// last sweep's), or a hook's permission request the screen has not shown.
+async fn open_dialog(agents: &Agents, h: &ProcHandle) -> Option<String> {
+    let found = match h.screen.as_ref() {
+        Some(_) => h.snapshot().await.ok().and_then(|snap| dialog::find(&snap.lines)),
+        None => None,
+    };
+    let record = agents.apply(h.id(), AgentEvent::Dialog(found))?;
+    record.in_dialog().then(|| {
+        record.dialog.clone().unwrap_or_else(|| {
+            format!(
+                "the agent reported a {} request",
+                record.reason.as_deref().unwrap_or("permission")
+            )
+        })
+    })
+}
+
 /// Sends to one agent.
 pub(crate) async fn send_one(
     agents: &Agents,
@@ -161,6 +185,7 @@ pub(crate) async fn send_one(
                             deduplicated: false,
                             outcome: WaitOutcome::Timeout,
                             detail: Some("another send with this key is still in flight".into()),
+                            dialog: None,
                         };
                     }
                 }
@@ -192,6 +217,20 @@ async fn dispatch(
             deduplicated: false,
             outcome,
             detail: Some("the agent was not ready".into()),
+            dialog: None,
+        };
+    }
+    if let Some(dialog) = open_dialog(agents, h).await {
+        return SendResult {
+            sent: false,
+            deduplicated: false,
+            outcome,
+            detail: Some(
+                "the agent shows a dialog (a permission request or a menu); a prompt typed now \
+                 would answer it: answer it first (keys), then send"
+                    .into(),
+            ),
+            dialog: Some(dialog),
         };
     }
     let mut parts = Vec::new();
@@ -204,6 +243,7 @@ async fn dispatch(
                 deduplicated: false,
                 outcome,
                 detail: Some(e.to_string()),
+                dialog: None,
             };
         }
     }
@@ -213,10 +253,14 @@ async fn dispatch(
     match h.write_parts(parts, ENTER_GAP).await {
         Ok(()) => {
             agents.apply(h.id(), AgentEvent::Sent);
-            SendResult { sent: true, deduplicated: false, outcome, detail: None }
+            SendResult { sent: true, deduplicated: false, outcome, detail: None, dialog: None }
         }
-        Err(e) => {
-            SendResult { sent: false, deduplicated: false, outcome, detail: Some(e.to_string()) }
-        }
+        Err(e) => SendResult {
+            sent: false,
+            deduplicated: false,
+            outcome,
+            detail: Some(e.to_string()),
+            dialog: None,
+        },
     }
 }

@@ -88,6 +88,7 @@ fn agent_pb(d: &Daemon, r: AgentRecord) -> pb::Agent {
         event: r.event.unwrap_or_default(),
         process_status: process_status.into(),
         awaiting_secret,
+        dialog: r.dialog.unwrap_or_default(),
     }
 }
 
@@ -269,6 +270,7 @@ pub(crate) async fn send(
                         deduplicated: false,
                         outcome: WaitOutcome::Vanished,
                         detail: Some(e.to_string()),
+                        dialog: None,
                     },
                 }
             }
@@ -282,6 +284,7 @@ pub(crate) async fn send(
                 deduplicated: r.deduplicated,
                 outcome: outcome_pb(r.outcome).into(),
                 detail: r.detail.unwrap_or_default(),
+                dialog: r.dialog.unwrap_or_default(),
             })
             .collect::<Vec<_>>()
     });

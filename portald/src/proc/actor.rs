@@ -361,6 +361,7 @@ impl ProcActor {
                 _ = sweep.tick(), if self.exit.is_none() => {
                     if self.primary.is_some() {
                         self.sweep_foreground();
+                        self.sweep_dialog();
                     }
                     self.sweep_input();
                 }
@@ -488,6 +489,18 @@ impl ProcActor {
         };
         self.foreground.identified = true;
         self.agents.apply(self.id(), AgentEvent::Discovered { name, kind, pid: job, job: true });
+    }
+
+    /// Looks at an agent's screen for a dialog (a permission request or
+    /// another menu), which sends must never type into. Skipped when the
+    /// screen is busy parsing: the next sweep looks again.
+    fn sweep_dialog(&self) {
+        let Some(screen) = &self.screen else { return };
+        if !self.agents.is_agent(self.id()) {
+            return;
+        }
+        let Some(snap) = screen.view().try_snapshot() else { return };
+        self.agents.apply(self.id(), AgentEvent::Dialog(crate::agents::dialog::find(&snap.lines)));
     }
 
     /// Where the program's input waits are looked for: the PTY's foreground

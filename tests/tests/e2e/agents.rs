@@ -380,3 +380,87 @@ async fn agent_history_survives_a_daemon_restart() {
     shutdown.cancel();
     bounded("shutdown", task).await.unwrap().unwrap();
 }
+
+/// A stand-in for an agent that asks permission mid-turn the way Claude Code
+/// draws it, takes one key, and then finishes its turn and reads a prompt.
+const ASKS_PERMISSION: &str = r#"#!/bin/sh
+printf '\033]3008;portal=1;state=running;name=claude\033\\'
+printf '● Bash(touch out.txt)\r\n\r\n'
+printf '╭──────────────────────────────────╮\r\n'
+printf '│ Bash command                     │\r\n'
+printf '│   touch out.txt                  │\r\n'
+printf '│ Do you want to proceed?          │\r\n'
+printf '│ ❯ 1. Yes                         │\r\n'
+printf '│   2. No, tell Claude what to do  │\r\n'
+printf '╰──────────────────────────────────╯\r\n'
+stty raw -echo
+key=$(dd bs=1 count=1 2>/dev/null)
+stty sane
+printf '\033[2J\033[Hanswered %s, working\r\n' "$key"
+printf '\033]3008;portal=1;state=done;name=claude\033\\'
+read prompt
+echo "prompt: $prompt"
+read more
+"#;
+
+#[tokio::test]
+async fn sends_never_type_into_a_dialog_and_an_answer_resumes_the_turn() {
+    let d = TestDaemon::start().await;
+    let mut rpc = d.rpc();
+    let dir = test_dir();
+    let fake = dir.path().join("claude");
+    std::fs::write(&fake, ASKS_PERMISSION).unwrap();
+    std::fs::set_permissions(&fake, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let p = start_pty(&mut rpc, &fake.display().to_string(), &[], 24, 80).await;
+    let a = wait_until("the permission dialog to be reported", async || {
+        agent(&mut rpc, p.id).await.filter(|a| !a.dialog.is_empty())
+    })
+    .await;
+    assert_eq!((a.state(), a.reason.as_str()), (pb::AgentState::AwaitingInput, "permission"));
+    assert!(a.dialog.contains("Do you want to proceed?\n❯ 1. Yes"), "{}", a.dialog);
+    // A prompt that starts with `1` would approve the tool: nothing is typed.
+    let req = pb::AgentSendRequest {
+        ids: vec![p.id],
+        text: "1 more thing: update the docs".into(),
+        ..Default::default()
+    };
+    let r = rpc.agent_send(req).await.unwrap().into_inner().results.remove(0);
+    assert!(!r.sent, "{r:?}");
+    assert!(r.dialog.contains("Do you want to proceed?"), "{r:?}");
+    let typed = read_all(&mut rpc, p.id, pb::Stream::Stdin, pb::Encoding::Raw).await;
+    assert!(typed.is_empty(), "typed into the dialog: {typed:?}");
+    // Someone answers it: the turn goes on, then ends, and a send goes in.
+    let keys = pb::SendKeysRequest {
+        proc: by_id(p.id),
+        keys: vec![pb::KeyInput { input: Some(pb::key_input::Input::Text("1".into())) }],
+    };
+    rpc.send_keys(keys).await.unwrap();
+    wait_for_text(&mut rpc, p.id, pb::Stream::Stdout, "answered 1").await;
+    reach(&mut rpc, p.id, pb::AgentState::Done).await;
+    let req =
+        pb::AgentSendRequest { ids: vec![p.id], text: "next step".into(), ..Default::default() };
+    let r = rpc.agent_send(req).await.unwrap().into_inner().results.remove(0);
+    assert!(r.sent, "{r:?}");
+    wait_for_text(&mut rpc, p.id, pb::Stream::Stdout, "prompt: next step").await;
+    d.stop().await;
+}
+
+#[tokio::test]
+async fn an_answered_dialog_goes_back_to_running() {
+    let d = TestDaemon::start().await;
+    let mut rpc = d.rpc();
+    let dir = test_dir();
+    let fake = dir.path().join("claude");
+    // Like the one above, but the turn goes on after the answer.
+    let script = ASKS_PERMISSION
+        .replace("printf '\\033]3008;portal=1;state=done;name=claude\\033\\\\'\n", "read go\n");
+    std::fs::write(&fake, script).unwrap();
+    std::fs::set_permissions(&fake, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let p = start_pty(&mut rpc, &fake.display().to_string(), &[], 24, 80).await;
+    reach(&mut rpc, p.id, pb::AgentState::AwaitingInput).await;
+    write(&mut rpc, p.id, b"1").await;
+    let a = reach(&mut rpc, p.id, pb::AgentState::Running).await;
+    assert_eq!(a.reason, "", "back to the state before the dialog: {a:?}");
+    assert_eq!(agent(&mut rpc, p.id).await.unwrap().dialog, "");
+    d.stop().await;
+}
