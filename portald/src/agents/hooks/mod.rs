@@ -1,0 +1,460 @@
+//! Installing Portal's hooks into Claude Code and Codex, so agents report
+//! their own state through `portal-cli emit`: the shared parts (reports,
+//! errors, the hook command, atomic writes, status by meaning). Each agent's
+//! file format is its own module: [`claude`] (JSON edited by span) and
+//! [`codex`] (TOML through a format-preserving editor).
+//!
+//! Common rules: Portal's entries are recognised by their command; the
+//! user's and the agent's own entries are never touched; install is
+//! idempotent and uninstall removes only Portal's; status compares what the
+//! file means, not its bytes; a file that does not parse is never
+//! overwritten; writes are atomic (temp file, fsync, rename).
+
+mod claude;
+mod codex;
+mod json;
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+/// Which agent.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum HookAgent {
+    /// Claude Code.
+    Claude,
+    /// Codex.
+    Codex,
+}
+
+/// What to do.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum HookAction {
+    /// Report.
+    Status,
+    /// Install.
+    Install,
+    /// Remove.
+    Uninstall,
+}
+
+/// One agent's report.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Report {
+    /// claude or codex.
+    pub(crate) agent: &'static str,
+    /// The file.
+    pub(crate) path: PathBuf,
+    /// installed, outdated, absent, not_detected.
+    pub(crate) status: &'static str,
+    /// What changed.
+    pub(crate) change: String,
+    /// What the user still has to do.
+    pub(crate) note: String,
+    /// The file as it would be (dry run).
+    pub(crate) preview: String,
+}
+
+/// A hooks file that cannot be edited safely.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum HookError {
+    /// It does not parse; it is left alone.
+    #[error("{} is not valid {kind}: {reason}; fix it by hand, Portal will not overwrite it", path.display())]
+    Malformed {
+        /// The file.
+        path: PathBuf,
+        /// JSON or TOML.
+        kind: &'static str,
+        /// Where and why.
+        reason: String,
+    },
+    /// Reading or writing failed.
+    #[error("{op} {}: {source}", path.display())]
+    Io {
+        /// What was attempted.
+        op: &'static str,
+        /// The file.
+        path: PathBuf,
+        /// Cause.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// One of Portal's hook handlers: what it means, whatever the layout.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct Handler {
+    /// The agent's event name.
+    event: String,
+    /// The group's matcher, if any.
+    matcher: Option<String>,
+    /// The command it runs.
+    command: String,
+}
+
+/// `installed` when the file holds exactly Portal's handlers (in any order
+/// or layout), `outdated` when it holds others of Portal's, else `absent`
+/// (or `not_detected` when the agent's directory does not exist).
+fn status(found: &[Handler], wanted: &[Handler], detected: bool) -> &'static str {
+    let sorted = |h: &[Handler]| {
+        let mut v = h.to_vec();
+        v.sort();
+        v
+    };
+    if found.is_empty() {
+        if detected { "absent" } else { "not_detected" }
+    } else if sorted(found) == sorted(wanted) {
+        "installed"
+    } else {
+        "outdated"
+    }
+}
+
+fn quote(path: &Path) -> String {
+    let s = path.to_string_lossy();
+    if s.contains(|c: char| c.is_whitespace() || "'\"\\$`".contains(c)) {
+        format!("'{}'", s.replace('\'', r"'\''"))
+    } else {
+        s.into_owned()
+    }
+}
+
+/// The hook command for one event.
+fn command(emitter: &Path, agent: &str, state: &str, event: &str, reason: Option<&str>) -> String {
+    let mut c = format!("{} emit {state} --name {agent} --event {event}", quote(emitter));
+    if let Some(r) = reason {
+        let _ = write!(c, " --reason {r}");
+    }
+    c
+}
+
+/// Whether a hook command is one of Portal's.
+fn is_portal_command(c: &str) -> bool {
+    c.contains("portal-cli") && c.contains(" emit ")
+}
+
+/// Runs one action for one agent under `home`.
+pub(crate) fn run(
+    agent: HookAgent,
+    action: HookAction,
+    dry_run: bool,
+    home: &Path,
+    emitter: &Path,
+) -> Result<Report, HookError> {
+    match agent {
+        HookAgent::Claude => claude::run(action, dry_run, home, emitter),
+        HookAgent::Codex => codex::run(action, dry_run, home, emitter),
+    }
+}
+
+fn read(path: &Path) -> Result<Option<String>, HookError> {
+    match std::fs::read_to_string(path) {
+        Ok(s) => Ok(Some(s)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(source) => Err(HookError::Io { op: "reading", path: path.to_path_buf(), source }),
+    }
+}
+
+fn write_atomic(path: &Path, text: &str) -> Result<(), HookError> {
+    let io = |op, source| HookError::Io { op, path: path.to_path_buf(), source };
+    let dir = path.parent().unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir).map_err(|e| io("creating the directory of", e))?;
+    let tmp =
+        dir.join(format!(".{}.portal-tmp", path.file_name().unwrap_or_default().to_string_lossy()));
+    {
+        use std::io::Write as _;
+        let mut f = std::fs::File::create(&tmp).map_err(|e| io("creating a temp file for", e))?;
+        f.write_all(text.as_bytes()).map_err(|e| io("writing", e))?;
+        f.sync_all().map_err(|e| io("syncing", e))?;
+    }
+    std::fs::rename(&tmp, path).map_err(|e| io("replacing", e))
+}
+
+fn finish(
+    mut report: Report,
+    path: &Path,
+    before: &str,
+    after: String,
+    exists: bool,
+    dry_run: bool,
+) -> Result<Report, HookError> {
+    if after == before {
+        report.change = "nothing to change".into();
+    } else {
+        report.change =
+            format!("{} {}", if exists { "updated" } else { "created" }, path.display());
+        if dry_run {
+            report.change = format!("would have {}", report.change);
+        } else {
+            write_atomic(path, &after)?;
+        }
+    }
+    if dry_run {
+        report.preview = after;
+    }
+    Ok(report)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const EMITTER: &str = "/opt/portal/portal-cli";
+
+    const SETTINGS: &str = r#"{
+  "model": "opus",
+  "permissions": {
+    "allow": ["Bash(ls:*)"]
+  },
+  "hooks": {
+    "Stop": [
+      {
+        "hooks": [
+          { "type": "command", "command": "say done" }
+        ]
+      }
+    ],
+    "PreToolUse": [
+      {
+        "matcher": "Bash",
+        "hooks": [{ "type": "command", "command": "/usr/local/bin/audit" }]
+      }
+    ]
+  },
+  "env": { "FOO": "bar" }
+}
+"#;
+
+    fn home_with(claude: Option<&str>, codex: Option<&str>) -> tempfile::TempDir {
+        let home = tempfile::tempdir().unwrap();
+        if let Some(c) = claude {
+            std::fs::create_dir_all(home.path().join(".claude")).unwrap();
+            std::fs::write(home.path().join(".claude/settings.json"), c).unwrap();
+        }
+        if let Some(c) = codex {
+            std::fs::create_dir_all(home.path().join(".codex")).unwrap();
+            std::fs::write(home.path().join(".codex/config.toml"), c).unwrap();
+        }
+        home
+    }
+
+    fn round_trip(agent: HookAgent, file: &Path, original: &str) {
+        let home = file.ancestors().nth(2).unwrap();
+        let emitter = Path::new(EMITTER);
+        assert_eq!(run(agent, HookAction::Status, false, home, emitter).unwrap().status, "absent");
+        run(agent, HookAction::Install, false, home, emitter).unwrap();
+        let installed = std::fs::read_to_string(file).unwrap();
+        assert_ne!(installed, original);
+        assert_eq!(
+            run(agent, HookAction::Status, false, home, emitter).unwrap().status,
+            "installed"
+        );
+        // Idempotent.
+        let again = run(agent, HookAction::Install, false, home, emitter).unwrap();
+        assert_eq!(again.change, "nothing to change");
+        assert_eq!(std::fs::read_to_string(file).unwrap(), installed);
+        // A moved emitter is outdated, and reinstalling replaces, not adds.
+        let moved = Path::new("/new/place/portal-cli");
+        assert_eq!(run(agent, HookAction::Status, false, home, moved).unwrap().status, "outdated");
+        run(agent, HookAction::Install, false, home, moved).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(file).unwrap().matches("portal-cli emit").count(),
+            installed.matches("portal-cli emit").count()
+        );
+        run(agent, HookAction::Uninstall, false, home, moved).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(file).unwrap(),
+            original,
+            "uninstall must restore the file byte for byte"
+        );
+    }
+
+    #[test]
+    fn claude_round_trips_byte_for_byte() {
+        let home = home_with(Some(SETTINGS), None);
+        let file = home.path().join(".claude/settings.json");
+        round_trip(HookAgent::Claude, &file, SETTINGS);
+        run(HookAgent::Claude, HookAction::Install, false, home.path(), Path::new(EMITTER))
+            .unwrap();
+        let v: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+        assert_eq!(v["model"], "opus");
+        assert_eq!(v["hooks"]["Stop"][0]["hooks"][0]["command"], "say done");
+        assert_eq!(
+            v["hooks"]["Stop"][1]["hooks"][0]["command"],
+            "/opt/portal/portal-cli emit done --name claude --event Stop"
+        );
+        assert_eq!(v["hooks"]["Notification"][0]["matcher"], "permission_prompt");
+        assert_eq!(
+            v["hooks"]["Notification"][1]["hooks"][0]["command"],
+            "/opt/portal/portal-cli emit awaiting_input --name claude --event Notification --reason idle_reminder"
+        );
+        assert_eq!(v["hooks"]["PreToolUse"][0]["matcher"], "Bash");
+    }
+
+    #[test]
+    fn claude_files_without_hooks_and_empty_files() {
+        for original in ["{\n  \"theme\": \"dark\"\n}\n", "{}", "{\n}\n", "{\"a\":1,\"hooks\":{}}"]
+        {
+            let home = home_with(Some(original), None);
+            let file = home.path().join(".claude/settings.json");
+            let emitter = Path::new(EMITTER);
+            run(HookAgent::Claude, HookAction::Install, false, home.path(), emitter).unwrap();
+            let text = std::fs::read_to_string(&file).unwrap();
+            let v: serde_json::Value =
+                serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"));
+            assert_eq!(
+                v["hooks"]["SessionEnd"][0]["hooks"][0]["command"],
+                "/opt/portal/portal-cli emit exited --name claude --event SessionEnd"
+            );
+            run(HookAgent::Claude, HookAction::Uninstall, false, home.path(), emitter).unwrap();
+            let after = std::fs::read_to_string(&file).unwrap();
+            if original.starts_with("{\n  \"theme\"") {
+                assert_eq!(after, original);
+            } else {
+                // Degenerate files (no members, or an empty hooks object,
+                // which is pruned with ours) come back valid and clean.
+                let v: serde_json::Value =
+                    serde_json::from_str(&after).unwrap_or_else(|e| panic!("{e}: {after}"));
+                assert!(v.get("hooks").is_none() && !after.contains("portal-cli"), "{after}");
+            }
+        }
+    }
+
+    #[test]
+    fn installed_groups_follow_the_files_indentation() {
+        let home = home_with(Some(SETTINGS), None);
+        run(HookAgent::Claude, HookAction::Install, false, home.path(), Path::new(EMITTER))
+            .unwrap();
+        let text = std::fs::read_to_string(home.path().join(".claude/settings.json")).unwrap();
+        assert!(text.contains("    \"Stop\": [\n      {\n        \"hooks\": [\n          { \"type\": \"command\", \"command\": \"say done\" }\n        ]\n      },\n      {\n        \"hooks\": [\n          {\n"), "{text}");
+    }
+
+    #[test]
+    fn malformed_files_are_left_alone() {
+        let home = home_with(Some("{ \"a\": 1,, }"), None);
+        let err =
+            run(HookAgent::Claude, HookAction::Install, false, home.path(), Path::new(EMITTER))
+                .unwrap_err();
+        assert!(err.to_string().contains("not valid JSON"), "{err}");
+        assert_eq!(
+            std::fs::read_to_string(home.path().join(".claude/settings.json")).unwrap(),
+            "{ \"a\": 1,, }"
+        );
+    }
+
+    #[test]
+    fn dry_run_writes_nothing() {
+        let home = home_with(Some(SETTINGS), None);
+        let r = run(HookAgent::Claude, HookAction::Install, true, home.path(), Path::new(EMITTER))
+            .unwrap();
+        assert!(r.change.starts_with("would have"));
+        assert!(r.preview.contains("portal-cli emit done"));
+        assert_eq!(
+            std::fs::read_to_string(home.path().join(".claude/settings.json")).unwrap(),
+            SETTINGS
+        );
+    }
+
+    #[test]
+    fn codex_round_trips_byte_for_byte() {
+        let original = "model = \"o4\"\n\n[features]\nweb = true\n\n[[hooks.Stop]]\n[[hooks.Stop.hooks]]\ntype = \"command\"\ncommand = \"notify-send done\"\n";
+        let home = home_with(None, Some(original));
+        let file = home.path().join(".codex/config.toml");
+        round_trip(HookAgent::Codex, &file, original);
+        let r = run(HookAgent::Codex, HookAction::Status, false, home.path(), Path::new(EMITTER))
+            .unwrap();
+        assert!(r.note.contains("trust") && r.note.contains("hooks = true"), "{}", r.note);
+    }
+
+    #[test]
+    fn claude_rewriting_its_settings_in_its_own_layout_changes_nothing() {
+        let home = home_with(Some(SETTINGS), None);
+        let file = home.path().join(".claude/settings.json");
+        let emitter = Path::new(EMITTER);
+        run(HookAgent::Claude, HookAction::Install, false, home.path(), emitter).unwrap();
+        // Claude Code saves the same data in its own layout.
+        let v: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+        let rewritten = serde_json::to_string_pretty(&v).unwrap();
+        std::fs::write(&file, &rewritten).unwrap();
+        let status = run(HookAgent::Claude, HookAction::Status, false, home.path(), emitter);
+        assert_eq!(status.unwrap().status, "installed");
+        let again = run(HookAgent::Claude, HookAction::Install, false, home.path(), emitter);
+        assert_eq!(again.unwrap().change, "nothing to change");
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), rewritten);
+        run(HookAgent::Claude, HookAction::Uninstall, false, home.path(), emitter).unwrap();
+        let after: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+        let before: serde_json::Value = serde_json::from_str(SETTINGS).unwrap();
+        assert_eq!(after, before, "uninstall leaves the user's settings, in meaning");
+    }
+
+    /// A config in which Codex recorded its trust in Portal's hooks, inside
+    /// the block the first installer wrote.
+    const CODEX_WITH_TRUST: &str = "model = \"o4\"\n\n\
+        # >>> portal-agent-hooks >>>\n\
+        # Written by `portal-cli hooks install`; `portal-cli hooks uninstall` removes it.\n\
+        [[hooks.Stop]]\n[[hooks.Stop.hooks]]\ntype = \"command\"\n\
+        command = \"/opt/portal/portal-cli emit done --name codex --event Stop\"\n\
+        [hooks.state.\"/root/.codex/config.toml:Stop:0:0\"]\ntrusted_hash = \"sha256:abc\"\n\
+        # <<< portal-agent-hooks <<<\n";
+
+    #[test]
+    fn codex_trust_records_survive_install_and_uninstall() {
+        let home = home_with(None, Some(CODEX_WITH_TRUST));
+        let file = home.path().join(".codex/config.toml");
+        let emitter = Path::new(EMITTER);
+        let status = run(HookAgent::Codex, HookAction::Status, false, home.path(), emitter);
+        assert_eq!(status.unwrap().status, "outdated", "one event of the current set");
+        run(HookAgent::Codex, HookAction::Install, false, home.path(), emitter).unwrap();
+        let text = std::fs::read_to_string(&file).unwrap();
+        let doc: toml_edit::DocumentMut = text.parse().unwrap();
+        assert_eq!(
+            doc["hooks"]["state"]["/root/.codex/config.toml:Stop:0:0"]["trusted_hash"].as_str(),
+            Some("sha256:abc"),
+            "{text}"
+        );
+        assert_eq!(doc["model"].as_str(), Some("o4"));
+        assert!(!text.contains(">>> portal-agent-hooks"), "{text}");
+        let stop = doc["hooks"]["Stop"].as_array_of_tables().unwrap();
+        assert_eq!(stop.len(), 1, "replaced, not added: {text}");
+        assert_eq!(
+            stop.get(0).unwrap()["hooks"][0]["command"].as_str(),
+            Some("/opt/portal/portal-cli emit done --name codex --event Stop"),
+            "in the same place, so its trust record still names it"
+        );
+        let status = run(HookAgent::Codex, HookAction::Status, false, home.path(), emitter);
+        assert_eq!(status.unwrap().status, "installed");
+        // Codex adds trust records after Portal's entries: still installed.
+        let mut trusted = text;
+        trusted.push_str("\n[hooks.state.\"/root/.codex/config.toml:SessionEnd:0:0\"]\ntrusted_hash = \"sha256:def\"\n");
+        std::fs::write(&file, &trusted).unwrap();
+        let again = run(HookAgent::Codex, HookAction::Install, false, home.path(), emitter);
+        assert_eq!(again.unwrap().change, "nothing to change");
+        run(HookAgent::Codex, HookAction::Uninstall, false, home.path(), emitter).unwrap();
+        let text = std::fs::read_to_string(&file).unwrap();
+        let doc: toml_edit::DocumentMut = text.parse().unwrap();
+        assert!(!text.contains("portal-cli"), "{text}");
+        assert_eq!(doc["hooks"]["state"].as_table().map(toml_edit::Table::len), Some(2), "{text}");
+    }
+
+    #[test]
+    fn codex_files_that_do_not_parse_are_left_alone() {
+        let broken = "model = \"o4\n[[hooks.Stop]\n";
+        let home = home_with(None, Some(broken));
+        let err =
+            run(HookAgent::Codex, HookAction::Install, false, home.path(), Path::new(EMITTER))
+                .unwrap_err();
+        assert!(err.to_string().contains("not valid TOML"), "{err}");
+        let file = home.path().join(".codex/config.toml");
+        assert_eq!(std::fs::read_to_string(file).unwrap(), broken);
+    }
+
+    #[test]
+    fn undetected_agents_are_reported() {
+        let home = tempfile::tempdir().unwrap();
+        let r = run(HookAgent::Codex, HookAction::Status, false, home.path(), Path::new(EMITTER))
+            .unwrap();
+        assert_eq!(r.status, "not_detected");
+    }
+}
