@@ -244,7 +244,7 @@ impl Daemon {
         self.store.track(handle.id(), &handle.shared);
         if let Some((name, kind)) = agent {
             // The program itself is an agent: known from the start.
-            self.agents.apply(id, AgentEvent::Discovered { name, kind, pid, job: false });
+            self.agents.apply(id, AgentEvent::Discovered { name, kind, pid, job: None });
         }
         reservation.fill(handle.clone());
         Ok(handle)

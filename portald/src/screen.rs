@@ -121,7 +121,20 @@ impl vt100::Callbacks for Callbacks {
             _ => {}
         }
     }
+
+    /// OSC 7501 `?`: a program asking whether the terminal takes its status
+    /// reports (Claude Code asks, then follows with a DA query; an answer
+    /// that comes after the DA answer means "no"). Answered here, in order
+    /// with the DA answer, by echoing the probe.
+    fn unhandled_osc(&mut self, _: &mut vt100::Screen, params: &[&[u8]]) {
+        if params == [b"7501".as_slice(), b"?".as_slice()] {
+            self.replies.extend_from_slice(PROGRAM_STATUS_REPLY);
+        }
+    }
 }
+
+/// The answer to an OSC 7501 status probe: the probe echoed back.
+const PROGRAM_STATUS_REPLY: &[u8] = b"\x1b]7501;?\x07";
 
 /// Nice value of screen threads: below the readers and the log writer, so
 /// parsing never takes CPU from capture; a busy screen coalesces instead.

@@ -390,16 +390,23 @@ pub(crate) fn foreground_pgrp(fd: std::os::fd::RawFd) -> Option<u32> {
     u32::try_from(pgrp).ok().filter(|p| *p > 0)
 }
 
+/// The local-mode flags of the terminal whose primary side is `fd` (Linux
+/// reports the secondary side's settings there). `None` when it cannot be
+/// queried.
+fn local_flags(fd: std::os::fd::RawFd) -> Option<libc::tcflag_t> {
+    // SAFETY: an all-zero termios is a valid value for tcgetattr to fill.
+    let mut t: libc::termios = unsafe { std::mem::zeroed() };
+    // SAFETY: t is a valid, writable termios; fd is only read.
+    let rc = unsafe { libc::tcgetattr(fd, &raw mut t) };
+    (rc == 0).then_some(t.c_lflag)
+}
+
 /// Whether the terminal whose primary side is `fd` reads a line with echo
 /// off (canonical mode without `ECHO`): how sudo, ssh and `read -s` ask for
 /// secrets. Raw-mode programs (editors, TUIs) turn echo off too, but leave
 /// canonical mode, so they do not count. `None` when it cannot be queried.
 pub(crate) fn secret_prompt(fd: std::os::fd::RawFd) -> Option<bool> {
-    // SAFETY: an all-zero termios is a valid value for tcgetattr to fill.
-    let mut t: libc::termios = unsafe { std::mem::zeroed() };
-    // SAFETY: t is a valid, writable termios; fd is only read.
-    let rc = unsafe { libc::tcgetattr(fd, &raw mut t) };
-    (rc == 0).then_some(t.c_lflag & libc::ECHO == 0 && t.c_lflag & libc::ICANON != 0)
+    local_flags(fd).map(|f| f & libc::ECHO == 0 && f & libc::ICANON != 0)
 }
 
 /// Bytes free for an unprivileged writer on the filesystem holding `path`

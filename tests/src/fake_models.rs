@@ -6,8 +6,8 @@
 //! ready for input (no onboarding, login, trust dialogs, update checks or
 //! telemetry) and the lookup of the CLIs installed under `tests/agents`.
 //!
-//! See `notes/real-agents.md` (outside the repository) for what the CLIs
-//! send, show and report; in short:
+//! What the CLIs send, show and report (screens, hooks, gotchas) is written
+//! up in `real-agents.md` beside the task notes; in short:
 //!
 //! ```no_run
 //! # async fn demo() -> std::io::Result<()> {
@@ -54,9 +54,13 @@ pub enum Reply {
     /// A text answer that ends the turn.
     Text(String),
     /// A call of the agent's shell tool with this command line (Claude:
-    /// `Bash {"command"}`; Codex: whichever shell tool the request offers).
-    /// The agent asks permission, runs it and sends the result back, which
-    /// pops the next reply.
+    /// `Bash {"command"}`; Codex: whichever shell tool the request offers,
+    /// `exec_command {"cmd"}` in 0.171, asking to run outside the sandbox).
+    /// In the default permission mode both then ask the user, except that
+    /// Claude runs read-only commands (`echo`, `ls`, `sleep`) without
+    /// asking: use one that writes (`touch f`, `echo x > f`) for a dialog.
+    /// Once it ran, the agent sends its result back, which pops the next
+    /// reply; a rejected call sends nothing (the script stays put).
     Shell(String),
     /// Starts the stream (so the agent shows a turn in progress), then waits
     /// for [`FakeModel::release`] before sending this reply.
@@ -125,8 +129,11 @@ impl FakeModel {
         });
         let shared = state.clone();
         let task = tokio::spawn(async move {
+            // Owned here, so aborting this task ends every connection too.
+            let mut connections = tokio::task::JoinSet::new();
             while let Ok((conn, _)) = listener.accept().await {
-                tokio::spawn(serve_connection(conn, shared.clone()));
+                while connections.try_join_next().is_some() {}
+                connections.spawn(serve_connection(conn, shared.clone()));
             }
         });
         Ok(Self { addr, state, task })
@@ -191,18 +198,50 @@ impl FakeModel {
             .map(|r| user_prompts(self.state.api, &r.body))
             .unwrap_or_default()
     }
+
+    /// The tool results the agent sent back, in the conversation of the
+    /// newest main request (Claude: `tool_result` blocks; Codex:
+    /// `function_call_output` items), oldest first.
+    #[must_use]
+    pub fn tool_results(&self) -> Vec<String> {
+        let Some(last) = self.main_requests().pop() else { return Vec::new() };
+        let body = &last.body;
+        let mut out = Vec::new();
+        match self.state.api {
+            Api::Anthropic => {
+                let blocks = body["messages"].as_array().into_iter().flatten();
+                let blocks = blocks.filter_map(|m| m["content"].as_array()).flatten();
+                for b in blocks.filter(|b| b["type"] == "tool_result") {
+                    out.push(match &b["content"] {
+                        Value::String(s) => s.clone(),
+                        Value::Array(parts) => {
+                            parts.iter().filter_map(|p| p["text"].as_str()).collect()
+                        }
+                        _ => String::new(),
+                    });
+                }
+            }
+            Api::OpenAi => {
+                let items = body["input"].as_array().into_iter().flatten();
+                for i in items.filter(|i| i["type"] == "function_call_output") {
+                    out.push(i["output"].as_str().unwrap_or_default().to_owned());
+                }
+            }
+        }
+        out
+    }
 }
 
 /// The user-typed texts of a main request body.
 #[must_use]
 pub fn user_prompts(api: Api, body: &Value) -> Vec<String> {
-    let (list, role_key) = match api {
-        Api::Anthropic => (&body["messages"], "role"),
-        Api::OpenAi => (&body["input"], "role"),
+    let list = match api {
+        Api::Anthropic => &body["messages"],
+        Api::OpenAi => &body["input"],
     };
     let mut out = Vec::new();
     for msg in list.as_array().into_iter().flatten() {
-        if msg[role_key] != "user" {
+        if msg["role"] != "user" {
             continue;
         }
         let texts: Vec<&str> = match &msg["content"] {
@@ -610,8 +649,9 @@ fn openai_sse(reply: &Reply, tool: &str, id: u64) -> (String, String) {
 pub struct Installed {
     /// Claude Code's native binary.
     pub claude: Option<PathBuf>,
-    /// Codex's launcher (`node_modules/.bin/codex`, a node script that runs
-    /// the native binary as its child).
+    /// Codex's launcher (`node_modules/.bin/codex`, a node script: on Node
+    /// 20 it stays the parent of the native binary, in the same process
+    /// group, forwarding SIGINT/SIGTERM/SIGHUP; on Node ≥ 22.15 it execs it).
     pub codex: Option<PathBuf>,
     /// Codex's native binary, to run without the node launcher.
     pub codex_native: Option<PathBuf>,
@@ -680,12 +720,11 @@ pub const FAKE_API_KEY: &str = "sk-ant-fake-portal-test-key-0123456789";
 /// # Errors
 /// When the files cannot be written.
 pub fn claude_home(home: &Path, cwd: &Path, base_url: &str) -> io::Result<Vec<(String, String)>> {
+    let cwd = std::fs::canonicalize(cwd).unwrap_or_else(|_| cwd.to_path_buf());
     // Claude Code remembers an approved key by its last 20 characters.
     let key_tail = &FAKE_API_KEY[FAKE_API_KEY.len() - 20..];
     let state = json!({
         "hasCompletedOnboarding": true,
-        "lastOnboardingVersion": "2.1.332",
-        "numStartups": 1,
         "theme": "dark",
         "hasSeenAutoDefaultNotice": true,
         "hasSeenAutoDefaultNudge": true,
@@ -701,6 +740,8 @@ pub fn claude_home(home: &Path, cwd: &Path, base_url: &str) -> io::Result<Vec<(S
     // tests want the permission dialog of the classic default mode.
     let settings = json!({"permissions": {"defaultMode": "default"}});
     write_file(&home.join(".claude/settings.json"), &format!("{settings:#}\n"))?;
+    let tmp = home.join("tmp");
+    std::fs::create_dir_all(&tmp)?;
     let env = [
         ("HOME", home.display().to_string()),
         ("ANTHROPIC_BASE_URL", base_url.to_owned()),
@@ -709,6 +750,10 @@ pub fn claude_home(home: &Path, cwd: &Path, base_url: &str) -> io::Result<Vec<(S
         ("DISABLE_TELEMETRY", "1".into()),
         ("DISABLE_ERROR_REPORTING", "1".into()),
         ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1".into()),
+        // Else it tries to fetch the plugin marketplace from the network.
+        ("CLAUDE_CODE_DISABLE_OFFICIAL_MARKETPLACE_AUTOINSTALL", "1".into()),
+        // Else it keeps per-project state in /tmp/claude-<uid>, shared by tests.
+        ("CLAUDE_CODE_TMPDIR", tmp.display().to_string()),
         ("TERM", "xterm-256color".into()),
     ];
     Ok(env.into_iter().map(|(k, v)| (k.to_owned(), v)).collect())
@@ -722,6 +767,7 @@ pub fn claude_home(home: &Path, cwd: &Path, base_url: &str) -> io::Result<Vec<(S
 /// # Errors
 /// When the file cannot be written.
 pub fn codex_home(home: &Path, cwd: &Path, base_url: &str) -> io::Result<Vec<(String, String)>> {
+    let cwd = std::fs::canonicalize(cwd).unwrap_or_else(|_| cwd.to_path_buf());
     let codex_home = home.join(".codex");
     let config = format!(
         r#"model = "fake-model"
@@ -756,10 +802,14 @@ screen_reader_detection_done = true
         cwd = cwd.display()
     );
     write_file(&codex_home.join("config.toml"), &config)?;
+    let tmp = home.join("tmp");
+    std::fs::create_dir_all(&tmp)?;
     let env = [
         ("HOME", home.display().to_string()),
         ("CODEX_HOME", codex_home.display().to_string()),
         ("FAKE_OPENAI_API_KEY", "sk-fake-portal-test".to_owned()),
+        // Else its sandbox and daemon leave directories in /tmp.
+        ("TMPDIR", tmp.display().to_string()),
         ("TERM", "xterm-256color".into()),
     ];
     Ok(env.into_iter().map(|(k, v)| (k.to_owned(), v)).collect())

@@ -41,6 +41,13 @@ pub(crate) struct Dialog {
 /// question, the command or file it is about).
 const CONTEXT_LINES: usize = 12;
 
+/// Lines after the last option that may be its hint (`Esc to cancel`).
+const HINT_LINES: usize = 2;
+
+/// What transcript lines and input prompts start with: the dialog's text
+/// stops above them.
+const TRANSCRIPT_MARKERS: &[char] = &['•', '●', '◦', '›', '❯', '>', '⎿', '✔', '✗'];
+
 /// The farthest the second option may be from the first (options can wrap).
 const OPTION_SPAN: usize = 4;
 
@@ -122,13 +129,34 @@ pub(crate) fn find(lines: &[String]) -> Option<Dialog> {
         let options = (first..=last).filter(|k| option(&lines[*k]).is_some()).count();
         (options >= 2).then_some((first, last))
     })?;
-    // The question: the non-empty lines right above the options.
+    // The question: the lines above the options, up to the transcript
+    // (a line starting with a marker such as `•`), the third rule, or
+    // CONTEXT_LINES; blank lines and rules are left out of the text.
     let mut top = first;
-    while top > 0 && first - top < CONTEXT_LINES && !unframed(&lines[top - 1]).is_empty() {
+    let mut rules = 0;
+    while top > 0 && first - top < CONTEXT_LINES {
+        let line = unframed(&lines[top - 1]);
+        if line.starts_with(TRANSCRIPT_MARKERS) {
+            break;
+        }
+        if line.is_empty() && !lines[top - 1].trim().is_empty() {
+            rules += 1;
+            if rules == 3 {
+                break;
+            }
+        }
         top -= 1;
     }
+    // The hint after the options (which keys answer it).
+    let mut bottom = last;
+    while bottom + 1 < lines.len()
+        && bottom - last < HINT_LINES
+        && !unframed(&lines[bottom + 1]).is_empty()
+    {
+        bottom += 1;
+    }
     let text: Vec<&str> =
-        lines[top..=last].iter().map(|l| unframed(l)).filter(|l| !l.is_empty()).collect();
+        lines[top..=bottom].iter().map(|l| unframed(l)).filter(|l| !l.is_empty()).collect();
     let text = text.join("\n");
     let lower = text.to_lowercase();
     let kind = if PERMISSION_WORDS.iter().any(|w| lower.contains(w)) {
@@ -149,44 +177,66 @@ mod tests {
 
     #[test]
     fn claude_asks_to_run_a_command() {
+        // Claude Code 2.1.332, as a Portal PTY rendered it.
         let s = screen(
-            "● Bash(echo hi > out.txt)\n\
-             \n\
-             ╭──────────────────────────────────────────╮\n\
-             │ Bash command                             │\n\
-             │                                          │\n\
-             │   echo hi > out.txt                      │\n\
-             │   Write a file                           │\n\
-             │                                          │\n\
-             │ Do you want to proceed?                  │\n\
-             │ ❯ 1. Yes                                 │\n\
-             │   2. Yes, and don't ask again for echo   │\n\
-             │   3. No, and tell Claude what to do      │\n\
-             │      differently (esc)                   │\n\
-             ╰──────────────────────────────────────────╯",
+            "❯ please write the file\n\
+             ● Running echo portal-tool-ran > /tmp/ch/work/out.txt\n\
+             \x20 ⎿  $ echo portal-tool-ran > /tmp/ch/work/out.txt\n\
+             ────────────────────────────────────────────────\n\
+             \x20Bash command\n\
+             \x20Run echo portal-tool-ran > /tmp/ch/work/out.txt\n\
+             ╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌\n\
+             \x20echo portal-tool-ran > /tmp/ch/work/out.txt\n\
+             ╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌\n\
+             \x20Do you want to proceed?\n\
+             \x20❯ 1. Yes\n\
+             \x20  2. Yes, and always allow access to /tmp/ch/work from this project\n\
+             \x20  3. Yes, and switch to auto mode · auto mode handles these prompts for you\n\
+             \x20  4. No\n\
+             \x20Esc to cancel · Tab to amend\n",
         );
         let d = find(&s).expect("a dialog");
         assert_eq!(d.kind, DialogKind::Permission);
-        assert!(d.text.starts_with("Do you want to proceed?\n❯ 1. Yes"), "{}", d.text);
-        assert!(d.text.contains("3. No, and tell Claude"), "{}", d.text);
+        assert_eq!(
+            d.text,
+            "Bash command\nRun echo portal-tool-ran > /tmp/ch/work/out.txt\n\
+             echo portal-tool-ran > /tmp/ch/work/out.txt\nDo you want to proceed?\n❯ 1. Yes\n\
+             2. Yes, and always allow access to /tmp/ch/work from this project\n\
+             3. Yes, and switch to auto mode · auto mode handles these prompts for you\n\
+             4. No\nEsc to cancel · Tab to amend"
+        );
     }
 
     #[test]
     fn codex_asks_to_run_a_command() {
+        // Codex 0.171.0, as a Portal PTY rendered it.
         let s = screen(
-            "Would you like to run the following command?\n\
+            "› touch escalated\n\
              \n\
-             $ touch portal-was-here\n\
+             • Running touch /tmp/x2/work/escalated\n\
+             \n\
+             \x20 Would you like to run the following command?\n\
+             \n\
+             \x20 Environment: local\n\
+             \n\
+             \x20 Reason: Run touch /tmp/x2/work/escalated?\n\
+             \n\
+             \x20 $ touch /tmp/x2/work/escalated\n\
              \n\
              › 1. Yes, proceed (y)\n\
-             \x20 2. Yes, and don't ask again for this command (p)\n\
+             \x20 2. Yes, and don't ask again for commands that start with `touch` (p)\n\
              \x20 3. No, and tell Codex what to do differently (esc)\n\
              \n\
-             Press enter to confirm or esc to cancel",
+             \x20 Press enter to confirm or esc to cancel",
         );
         let d = find(&s).expect("a dialog");
         assert_eq!(d.kind, DialogKind::Permission);
-        assert!(d.text.contains("› 1. Yes, proceed (y)"), "{}", d.text);
+        assert!(d.text.starts_with("Would you like to run the following command?\n"), "{}", d.text);
+        assert!(
+            d.text.contains("$ touch /tmp/x2/work/escalated\n› 1. Yes, proceed (y)"),
+            "{}",
+            d.text
+        );
     }
 
     #[test]

@@ -226,10 +226,12 @@ pub(crate) enum AgentEvent {
         kind: String,
         /// Its pid (the program, or the foreground group's leader).
         pid: u32,
-        /// A foreground job of the program (a shell): it ends when the
-        /// program takes the terminal back. The program itself ends only by
-        /// exiting, whatever jobs it puts in the foreground meanwhile.
-        job: bool,
+        /// A foreground job of the program (a shell), with the monotonic
+        /// time (ns) since which it may have held the terminal: it ends when
+        /// the program takes the terminal back, and a report that arrived
+        /// since then was its own. `None`: the program itself, which ends
+        /// only by exiting, whatever jobs it puts in the foreground.
+        job: Option<i64>,
     },
     /// The program took the terminal back from a foreground job.
     ForegroundLeft,
@@ -257,6 +259,8 @@ pub(crate) struct Instance {
     /// What the state was before a dialog took over, to go back to once it
     /// is answered (a permission granted mid-turn means `running` again).
     pub(crate) before_dialog: Option<(AgentState, Source, bool, Option<String>)>,
+    /// Monotonic time (ns) of the last hook or OSC report.
+    pub(crate) reported_mono_ns: i64,
 }
 
 /// Reasons under which `awaiting_input` means a dialog, not a prompt.
@@ -299,6 +303,13 @@ pub(crate) fn apply(
             if reminder && state == AgentState::AwaitingInput && rec.state == AgentState::Done {
                 return None;
             }
+            // Codex reports `idle` right after `done`: the finished turn
+            // still waits to be looked at.
+            let program_idle = event.as_deref() == Some(signals::PROGRAM_STATUS_EVENT)
+                && state == AgentState::Idle;
+            if program_idle && rec.state == AgentState::Done {
+                return None;
+            }
             rec.is_agent = true;
             if name.is_some() {
                 rec.name = name;
@@ -313,6 +324,7 @@ pub(crate) fn apply(
                 rec.dialog = None;
             } else {
                 inst.authoritative = true;
+                inst.reported_mono_ns = now.1;
                 if !rec.in_dialog() {
                     // It moved on: a dialog answered now goes back to this.
                     inst.before_dialog = None;
@@ -339,12 +351,19 @@ pub(crate) fn apply(
         }
         AgentEvent::Discovered { name, kind, pid, job } => {
             let new_instance = rec.pid != Some(pid) || rec.state == AgentState::Exited;
+            // The job may have reported before the sweep found it (Claude
+            // says `idle` at once): that report is its own, not a leftover.
+            let reported_first = job.is_some_and(|since| {
+                inst.authoritative
+                    && inst.reported_mono_ns >= since
+                    && rec.state != AgentState::Exited
+            });
             rec.is_agent = true;
             rec.name = Some(name);
             rec.kind = Some(kind);
             rec.pid = Some(pid);
-            inst.foreground = job;
-            if new_instance {
+            inst.foreground = job.is_some();
+            if new_instance && !reported_first {
                 inst.authoritative = false;
                 set(rec, AgentState::Unknown, Source::Lifecycle, true, Some("discovered".into()));
             }
@@ -785,7 +804,7 @@ mod tests {
                     name: "claude".into(),
                     kind: "claude".into(),
                     pid: 7,
-                    job: true,
+                    job: Some(0),
                 }],
                 Unknown,
             ),
@@ -796,7 +815,7 @@ mod tests {
                         name: "claude".into(),
                         kind: "claude".into(),
                         pid: 7,
-                        job: true,
+                        job: Some(0),
                     },
                     report(Done, None),
                     AgentEvent::ForegroundLeft,
@@ -810,7 +829,7 @@ mod tests {
                         name: "claude".into(),
                         kind: "claude".into(),
                         pid: 7,
-                        job: false,
+                        job: None,
                     },
                     report(Done, None),
                     AgentEvent::ForegroundLeft,
@@ -831,7 +850,7 @@ mod tests {
                         name: "claude".into(),
                         kind: "claude".into(),
                         pid: 8,
-                        job: true,
+                        job: Some(0),
                     },
                     AgentEvent::Progress(true),
                     AgentEvent::Bell,
@@ -839,6 +858,47 @@ mod tests {
                 AwaitingInput,
             ),
             ("a sent prompt means running", vec![report(Done, None), AgentEvent::Sent], Running),
+            (
+                "a job that reported before the sweep found it keeps its report",
+                vec![
+                    report(Idle, None),
+                    AgentEvent::Discovered {
+                        name: "claude".into(),
+                        kind: "claude".into(),
+                        pid: 9,
+                        job: Some(0),
+                    },
+                ],
+                Idle,
+            ),
+            (
+                "a report from before the job took the terminal is not the job's",
+                vec![
+                    report(Idle, None),
+                    AgentEvent::Discovered {
+                        name: "claude".into(),
+                        kind: "claude".into(),
+                        pid: 9,
+                        job: Some(5),
+                    },
+                ],
+                Unknown,
+            ),
+            (
+                "a program's idle after its done keeps it done",
+                vec![
+                    report(Done, None),
+                    AgentEvent::Report {
+                        source: Source::Osc,
+                        state: Idle,
+                        reason: None,
+                        name: None,
+                        event: Some(signals::PROGRAM_STATUS_EVENT.into()),
+                        session_id: None,
+                    },
+                ],
+                Done,
+            ),
             (
                 "a dialog on screen means waiting on it",
                 vec![report(Running, None), dialog(dialog::DialogKind::Permission)],

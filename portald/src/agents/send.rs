@@ -13,7 +13,7 @@
 //!    request) means nothing is typed and the dialog's text is returned,
 //!    since a prompt would answer it (`1` approves, `p` approves for good).
 //! 4. **Dispatch through the actor** as one request: the text (a bracketed
-//!    paste when it spans lines and the program enabled it), a short gap,
+//!    paste when the program enabled it), a short gap,
 //!    then Enter as its own write. The actor handles one request at a time,
 //!    so sends and other writes to a process never interleave, whichever
 //!    client they come from.
@@ -121,10 +121,13 @@ impl Ledger {
     }
 }
 
-/// The bytes of a prompt: a bracketed paste when it spans lines and the
-/// program enabled bracketed paste; otherwise newlines become Enter on a PTY.
+/// The bytes of a prompt: a bracketed paste when the program enabled
+/// bracketed paste, so it takes the text as one paste and the Enter that
+/// follows as a key (Codex takes a burst of typed characters for a paste
+/// and an Enter right after it for a newline); otherwise the text, with
+/// newlines as Enter on a PTY.
 async fn prompt_bytes(h: &ProcHandle, text: &str) -> Result<Bytes, ProcError> {
-    if !text.contains('\n') || h.screen.is_none() {
+    if h.screen.is_none() {
         return Ok(Bytes::from(text.to_owned()));
     }
     let snap = h.snapshot().await?;

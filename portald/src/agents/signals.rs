@@ -1,5 +1,6 @@
-//! Decoding agent signals: OSC records in a PTY's output, hook payloads,
-//! and recognising an agent from a process's command line.
+//! Decoding agent signals: OSC records in a PTY's output (Portal's OSC 3008,
+//! the agents' own OSC 7501 program status, notifications and progress),
+//! hook payloads, and recognising an agent from a process's command line.
 //!
 //! OSC 3008 is shared with systemd's context records, so a body counts only
 //! with Portal's namespace field `portal=1` and a valid `state=`; values are
@@ -36,6 +37,7 @@ pub(crate) fn from_osc(body: &[u8]) -> Option<OscReport> {
                 Some(OscReport { event: AgentEvent::Notify(rest.join(";")), seq: None })
             }
         }
+        "7501" => program_status(&parts.collect::<Vec<_>>().join(";")),
         "777" => {
             let rest: Vec<&str> = parts.collect();
             (rest.first() == Some(&"notify"))
@@ -85,6 +87,50 @@ fn portal_3008<'a>(fields: impl Iterator<Item = &'a str>) -> Option<OscReport> {
             session_id: nonempty(sid),
         },
         seq,
+    })
+}
+
+/// The event name reports from OSC 7501 carry, for the reducer's guard
+/// (an `idle` right after `done` keeps the finished turn `done`).
+pub(crate) const PROGRAM_STATUS_EVENT: &str = "osc7501";
+
+/// OSC 7501, a program's own status (`state=working:app=codex`,
+/// `state=blocked:app=claude-code:kind=permission:msg=<base64>`): fields
+/// joined by `:`. Exact, and attributed by the terminal it arrived on.
+/// Codex reports unasked; Claude Code once the terminal answered its probe
+/// (the screen does, see `screen.rs`).
+fn program_status(body: &str) -> Option<OscReport> {
+    let mut state = None;
+    let mut app = None;
+    let mut kind = None;
+    for field in body.split(':') {
+        let Some((k, v)) = field.split_once('=') else { continue };
+        match k {
+            "state" => state = Some(v),
+            "app" => app = Some(v),
+            "kind" => kind = Some(v),
+            _ => {}
+        }
+    }
+    let (state, reason) = match state? {
+        "working" => (AgentState::Running, None),
+        "done" => (AgentState::Done, None),
+        "idle" => (AgentState::Idle, None),
+        "blocked" => (AgentState::AwaitingInput, Some(kind.unwrap_or("permission").to_owned())),
+        // `clear` comes at exit, which the process's end says exactly.
+        _ => return None,
+    };
+    let name = app.map(|a| a.strip_suffix("-code").unwrap_or(a).to_owned());
+    Some(OscReport {
+        event: AgentEvent::Report {
+            source: Source::Osc,
+            state,
+            reason,
+            name,
+            event: Some(PROGRAM_STATUS_EVENT.to_owned()),
+            session_id: None,
+        },
+        seq: None,
     })
 }
 
@@ -182,6 +228,24 @@ mod tests {
             AgentEvent::Report { state, .. } => Some(state),
             _ => None,
         }
+    }
+
+    #[test]
+    fn osc_7501_program_status_from_claude_and_codex() {
+        assert_eq!(report_state("7501;state=working:app=codex"), Some(AgentState::Running));
+        assert_eq!(report_state("7501;state=done:app=codex"), Some(AgentState::Done));
+        assert_eq!(report_state("7501;state=idle:app=claude-code"), Some(AgentState::Idle));
+        let blocked = from_osc(b"7501;state=blocked:app=claude-code:kind=permission:msg=YXBw");
+        match blocked.map(|r| r.event) {
+            Some(AgentEvent::Report { state, reason, name, .. }) => {
+                assert_eq!(state, AgentState::AwaitingInput);
+                assert_eq!(reason.as_deref(), Some("permission"));
+                assert_eq!(name.as_deref(), Some("claude"));
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(report_state("7501;state=clear"), None);
+        assert_eq!(report_state("7501;?"), None);
     }
 
     #[test]

@@ -272,6 +272,11 @@ struct Foreground {
     /// Whether that group needs no more looking at: it is the program's own,
     /// or it was recognised as an agent.
     identified: bool,
+    /// Monotonic time (ns) of the last sweep.
+    last_sweep_ns: i64,
+    /// Monotonic time (ns) of the last sweep before the group changed: the
+    /// group has held the terminal since then at the earliest.
+    since_ns: i64,
 }
 
 /// What the actor tracks to decide whether its program waits for input.
@@ -468,7 +473,11 @@ impl ProcActor {
         self.check_secret_prompt();
         let own = self.pid();
         let pgrp = sys::foreground_pgrp(fd);
+        let now = sys::monotonic_ns();
+        let last_sweep = std::mem::replace(&mut self.foreground.last_sweep_ns, now);
         if pgrp != self.foreground.pgrp {
+            // It changed at some point since the last sweep.
+            self.foreground.since_ns = last_sweep;
             let previous = std::mem::replace(&mut self.foreground.pgrp, pgrp);
             self.foreground.identified = pgrp.is_none_or(|p| p == own);
             if pgrp == Some(own) && previous.is_some_and(|p| p != own) {
@@ -488,7 +497,8 @@ impl ProcActor {
             return;
         };
         self.foreground.identified = true;
-        self.agents.apply(self.id(), AgentEvent::Discovered { name, kind, pid: job, job: true });
+        let since = Some(self.foreground.since_ns);
+        self.agents.apply(self.id(), AgentEvent::Discovered { name, kind, pid: job, job: since });
     }
 
     /// Looks at an agent's screen for a dialog (a permission request or

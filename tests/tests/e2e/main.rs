@@ -12,6 +12,7 @@ mod input;
 mod lifecycle;
 mod load;
 mod reads;
+mod real_agents;
 mod registry;
 mod screen;
 mod security;

@@ -19,13 +19,17 @@ use super::{Handler, HookAction, HookError, Report, command, finish, is_portal_c
 
 /// Codex events and the state and reason each reports (its hooks
 /// documentation: `PermissionRequest` when it asks to approve a command,
-/// `PostToolUse` once a tool ran, `SessionEnd` when it quits).
+/// `PostToolUse` once a tool ran, `Interrupt` when a turn or a request is
+/// cancelled (a rejected command: no `Stop` follows), `SessionEnd` when it
+/// quits). `SessionStart` fires only with the first prompt; Codex's own
+/// OSC 7501 status says `idle` before that.
 pub(super) const EVENTS: &[(&str, &str, Option<&str>)] = &[
     ("SessionStart", "idle", None),
     ("UserPromptSubmit", "running", None),
     ("PermissionRequest", "awaiting_input", Some("permission")),
     ("PostToolUse", "running", None),
     ("Stop", "done", None),
+    ("Interrupt", "idle", None),
     ("SessionEnd", "exited", None),
 ];
 
