@@ -325,8 +325,10 @@ pub(crate) fn apply(
             } else {
                 inst.authoritative = true;
                 inst.reported_mono_ns = now.1;
-                if !rec.in_dialog() {
-                    // It moved on: a dialog answered now goes back to this.
+                if state != AgentState::AwaitingInput {
+                    // It moved on: the dialog is answered (the next sweep
+                    // finds it again if it is still on the screen).
+                    rec.dialog = None;
                     inst.before_dialog = None;
                 }
             }

@@ -8,7 +8,10 @@
 //! 2. **Readiness.** Unless told not to, wait until the agent is in a ready
 //!    state; if it does not get there, nothing is typed and the key is
 //!    released so a retry really retries.
-//! 3. **Never into a dialog.** The screen is looked at right before typing:
+//! 3. **Never before the screen is up, never into a dialog.** A full-screen
+//!    agent (Claude Code, Codex) gets its prompt once it turned bracketed
+//!    paste on: its start hook says `idle` before it reads keys.
+//!    The screen is looked at right before typing:
 //!    a permission request or another menu on it (or a hook's permission
 //!    request) means nothing is typed and the dialog's text is returned,
 //!    since a prompt would answer it (`1` approves, `p` approves for good).
@@ -138,6 +141,39 @@ async fn prompt_bytes(h: &ProcHandle, text: &str) -> Result<Bytes, ProcError> {
     }))
 }
 
+/// Agents whose input is a full-screen UI that reads keys only once it is
+/// drawn. Their start hooks fire before that (Claude Code's `SessionStart`
+/// came 300 ms before it turned raw mode on, and a prompt typed then was
+/// left in its input box without Enter).
+const TUI_AGENTS: &[&str] = &["claude", "codex"];
+
+/// Waits (until `deadline`) for a full-screen agent to have drawn its UI,
+/// which it announces by turning bracketed paste on. Other programs are
+/// taken as they are.
+async fn ui_drawn(agents: &Agents, h: &ProcHandle, deadline: Instant) -> bool {
+    let tui =
+        agents.get(h.id()).and_then(|r| r.kind).is_some_and(|k| TUI_AGENTS.contains(&k.as_str()));
+    if !tui || h.screen.is_none() {
+        return true;
+    }
+    let Ok(mut live) = h.attach().await else { return false };
+    loop {
+        match h.snapshot().await {
+            Ok(snap) if snap.bracketed_paste => return true,
+            Ok(_) => {}
+            Err(_) => return false,
+        }
+        // Parks until more output arrives (or the process ends).
+        match tokio::time::timeout_at(deadline, live.events.recv()).await {
+            Ok(
+                Ok(crate::proc::LiveEvent::Chunk(_))
+                | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)),
+            ) => {}
+            _ => return false,
+        }
+    }
+}
+
 /// The dialog the agent waits on, if any: its screen looked at now (not the
 /// last sweep's), or a hook's permission request the screen has not shown.
 async fn open_dialog(agents: &Agents, h: &ProcHandle) -> Option<String> {
@@ -220,6 +256,17 @@ async fn dispatch(
             deduplicated: false,
             outcome,
             detail: Some("the agent was not ready".into()),
+            dialog: None,
+        };
+    }
+    if !ui_drawn(agents, h, deadline).await {
+        return SendResult {
+            sent: false,
+            deduplicated: false,
+            outcome: WaitOutcome::Timeout,
+            detail: Some(
+                "the agent's screen was not up yet (it never turned bracketed paste on)".into(),
+            ),
             dialog: None,
         };
     }

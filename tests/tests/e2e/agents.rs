@@ -382,8 +382,10 @@ async fn agent_history_survives_a_daemon_restart() {
 }
 
 /// A stand-in for an agent that asks permission mid-turn the way Claude Code
-/// draws it, takes one key, and then finishes its turn and reads a prompt.
+/// draws it, takes one key, and then finishes its turn and reads a prompt
+/// (which comes as a bracketed paste, turned on like Claude Code does).
 const ASKS_PERMISSION: &str = r#"#!/bin/sh
+printf '\033[?2004h'
 printf '\033]3008;portal=1;state=running;name=claude\033\\'
 printf '● Bash(touch out.txt)\r\n\r\n'
 printf '╭──────────────────────────────────╮\r\n'
@@ -399,7 +401,7 @@ stty sane
 printf '\033[2J\033[Hanswered %s, working\r\n' "$key"
 printf '\033]3008;portal=1;state=done;name=claude\033\\'
 read prompt
-echo "prompt: $prompt"
+echo "prompt: $(printf '%s' "$prompt" | tr -d '\033' | sed 's/\[20[01]~//g')"
 read more
 "#;
 
@@ -462,5 +464,41 @@ async fn an_answered_dialog_goes_back_to_running() {
     let a = reach(&mut rpc, p.id, pb::AgentState::Running).await;
     assert_eq!(a.reason, "", "back to the state before the dialog: {a:?}");
     assert_eq!(agent(&mut rpc, p.id).await.unwrap().dialog, "");
+    d.stop().await;
+}
+
+#[tokio::test]
+async fn a_full_screen_agent_gets_its_prompt_only_once_its_screen_is_up() {
+    let d = TestDaemon::start().await;
+    let mut rpc = d.rpc();
+    let dir = test_dir();
+    let go = dir.path().join("go");
+    let fake = dir.path().join("claude");
+    // Says `idle` (as Claude Code's SessionStart hook does) before its
+    // screen is up, which it shows by turning bracketed paste on.
+    let script = format!(
+        "#!/bin/sh\n{}\nwhile [ ! -e {go} ]; do sleep 0.05; done\nprintf '\\033[?2004h'\nread line\necho \"got $line\"\nread more\n",
+        osc("idle", "claude"),
+        go = go.display()
+    );
+    std::fs::write(&fake, script).unwrap();
+    std::fs::set_permissions(&fake, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let p = start_pty(&mut rpc, &fake.display().to_string(), &[], 24, 80).await;
+    reach(&mut rpc, p.id, pb::AgentState::Idle).await;
+    let mut sender = rpc.clone();
+    let sent = tokio::spawn(async move {
+        let req =
+            pb::AgentSendRequest { ids: vec![p.id], text: "hello".into(), ..Default::default() };
+        sender.agent_send(req).await.unwrap().into_inner().results.remove(0)
+    });
+    // The send is held: nothing typed (a send marks the agent running).
+    let r = wait_state(&mut rpc, &[p.id], &[pb::AgentState::Running], true, 600).await;
+    assert_eq!(r.results[0].outcome(), pb::AgentWaitOutcome::Timeout, "typed before the screen");
+    let typed = read_all(&mut rpc, p.id, pb::Stream::Stdin, pb::Encoding::Raw).await;
+    assert!(typed.is_empty(), "{typed:?}");
+    std::fs::write(&go, "").unwrap();
+    let r = bounded("the held send", sent).await.unwrap();
+    assert!(r.sent, "{r:?}");
+    wait_for_text(&mut rpc, p.id, pb::Stream::Stdout, "got").await;
     d.stop().await;
 }

@@ -225,7 +225,9 @@ async fn claude_with_hooks_through_a_turn_a_dialog_and_its_end() {
     };
     rpc.agent_hooks(hooks).await.unwrap();
     let p = start_agent(&mut rpc, &claude, &[], &s).await;
-    screen_shows(&mut rpc, p.id, "? for shortcuts").await;
+    // What an orchestrator does: wait for a ready state, then send. Its
+    // SessionStart hook says `idle` before it reads keys; the send waits
+    // for its screen.
     reach(&mut rpc, p.id, pb::AgentState::Idle, |a| a.kind == "claude").await;
     // A send at the prompt is typed once and reaches the model once.
     let r = send(&mut rpc, p.id, "hello portal").await;
@@ -318,7 +320,6 @@ async fn codex_through_a_turn_a_dialog_a_rejection_and_a_kill() {
     let d = TestDaemon::start().await;
     let mut rpc = d.rpc();
     let p = start_agent(&mut rpc, &codex, &[], &s).await;
-    screen_shows(&mut rpc, p.id, "fake-model default").await;
     // Fresh, before any prompt: ready by its own status report (no hook
     // fires before the first prompt).
     reach(&mut rpc, p.id, pb::AgentState::Idle, |_| true).await;
