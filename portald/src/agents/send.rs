@@ -15,6 +15,7 @@
 //!    a permission request or another menu on it (or a hook's permission
 //!    request) means nothing is typed and the dialog's text is returned,
 //!    since a prompt would answer it (`1` approves, `p` approves for good).
+//!    Nor into a password prompt (a line read with echo off).
 //! 4. **Dispatch through the actor** as one request: the text (a bracketed
 //!    paste when the program enabled it), a short gap,
 //!    then Enter as its own write. The actor handles one request at a time,
@@ -266,6 +267,19 @@ async fn dispatch(
             outcome: WaitOutcome::Timeout,
             detail: Some(
                 "the agent's screen was not up yet (it never turned bracketed paste on)".into(),
+            ),
+            dialog: None,
+        };
+    }
+    if h.secret_prompt().await {
+        return SendResult {
+            sent: false,
+            deduplicated: false,
+            outcome,
+            detail: Some(
+                "the terminal asks for a secret (a line with echo off): a prompt typed now \
+                 would be taken as the password; hand it over with `portal-cli secret`, then send"
+                    .into(),
             ),
             dialog: None,
         };

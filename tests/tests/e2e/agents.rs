@@ -502,3 +502,31 @@ async fn a_full_screen_agent_gets_its_prompt_only_once_its_screen_is_up() {
     wait_for_text(&mut rpc, p.id, pb::Stream::Stdout, "got").await;
     d.stop().await;
 }
+
+#[tokio::test]
+async fn a_send_is_never_typed_as_a_password() {
+    let d = TestDaemon::start().await;
+    let mut rpc = d.rpc();
+    // An agent whose terminal now asks for a password (sudo in its shell).
+    let p = start_pty(
+        &mut rpc,
+        "sh",
+        &["-c", &format!("{}; stty -echo; read pw; echo got-it", osc("done", "fake"))],
+        24,
+        80,
+    )
+    .await;
+    reach(&mut rpc, p.id, pb::AgentState::Done).await;
+    wait_until("the password prompt", async || {
+        let a = agent(&mut rpc, p.id).await?;
+        a.awaiting_secret.then_some(())
+    })
+    .await;
+    let req =
+        pb::AgentSendRequest { ids: vec![p.id], text: "deploy it".into(), ..Default::default() };
+    let r = rpc.agent_send(req).await.unwrap().into_inner().results.remove(0);
+    assert!(!r.sent && r.detail.contains("secret"), "{r:?}");
+    let typed = read_all(&mut rpc, p.id, pb::Stream::Stdin, pb::Encoding::Raw).await;
+    assert!(typed.is_empty(), "{typed:?}");
+    d.stop().await;
+}
