@@ -357,7 +357,7 @@ async fn codex_through_a_turn_a_dialog_a_rejection_and_a_kill() {
 }
 
 #[tokio::test]
-async fn codex_hooks_install_around_codexs_own_records() {
+async fn codex_from_a_shell_with_hooks_installed_around_its_own_records() {
     let Some(clis) = clis() else { return };
     let codex = clis.codex.unwrap();
     let server = FakeModel::start(Api::OpenAi, [Reply::Text("Hello.".into())]).await.unwrap();
@@ -376,8 +376,10 @@ async fn codex_hooks_install_around_codexs_own_records() {
     // What Codex writes when the user trusts the hooks in its /hooks view.
     let trusted = fake_models::codex_trust_hooks(&config).unwrap();
     assert!(trusted >= 6, "{trusted} hooks trusted");
-    let p = start_agent(&mut rpc, &codex, &[], &s).await;
-    screen_shows(&mut rpc, p.id, "fake-model default").await;
+    // Started from a shell this time.
+    let p = start_agent(&mut rpc, Path::new("sh"), &["-i"], &s).await;
+    write(&mut rpc, p.id, format!("{}\r", codex.display()).as_bytes()).await;
+    reach(&mut rpc, p.id, pb::AgentState::Idle, |a| a.name == "codex").await;
     assert!(send(&mut rpc, p.id, "hello portal").await.sent);
     // The turn's end comes from a hook (as well as from its status).
     reach(&mut rpc, p.id, pb::AgentState::Done, |a| a.source() == pb::AgentSource::Hook).await;
@@ -390,6 +392,10 @@ async fn codex_hooks_install_around_codexs_own_records() {
     let text = std::fs::read_to_string(&config).unwrap();
     assert!(!text.contains("portal-cli"), "{text}");
     assert!(text.contains("trusted_hash") && text.contains("[model_providers.fake]"), "{text}");
+    assert!(send(&mut rpc, p.id, "/quit").await.sent);
+    reach(&mut rpc, p.id, pb::AgentState::Exited, |_| true).await;
+    let shell = rpc.inspect(pb::InspectRequest { proc: by_id(p.id) }).await.unwrap();
+    assert_eq!(shell.into_inner().status(), pb::Status::Running, "the shell lives on");
     kill_leaves_nothing(&mut rpc, &p).await;
     d.stop().await;
 }

@@ -155,7 +155,11 @@ pub(super) fn run(
     install(&mut doc, emitter).map_err(malformed)?;
     let installed = doc.to_string();
     report.note = "Codex runs new or changed hooks only after you review and trust them in its \
-                   /hooks view (Codex before 0.124 also needs `hooks = true` under `[features]`)."
+                   /hooks view (Codex before 0.124 also needs `hooks = true` under `[features]`). \
+                   With its app-server daemon on (`[features] daemon_auto_start`, the default), \
+                   hooks run in the environment of the first terminal that started the daemon, \
+                   so for several Codex terminals in Portal set it to false; Portal reads Codex's \
+                   own status reports either way."
         .into();
     match action {
         HookAction::Status => Ok(report),
