@@ -9,6 +9,7 @@ mod errors;
 mod framing;
 mod link;
 mod results;
+mod schema;
 mod tools;
 
 use std::path::PathBuf;

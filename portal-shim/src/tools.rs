@@ -3,6 +3,7 @@
 //! calls `portald`, and renders the answer. The shim holds no process state:
 //! everything lives in the daemon, so a restarted shim sees it all.
 
+use crate::schema::{Side, portable, without_nulls};
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -97,9 +98,9 @@ fn by_id(id: u64) -> Option<pb::ProcRef> {
     Some(pb::ProcRef { target: Some(pb::proc_ref::Target::Id(id)) })
 }
 
-fn schema<T: JsonSchema>() -> Arc<JsonObject> {
+fn schema<T: JsonSchema>(side: Side) -> Arc<JsonObject> {
     match serde_json::to_value(schemars::schema_for!(T)) {
-        Ok(serde_json::Value::Object(map)) => Arc::new(map),
+        Ok(serde_json::Value::Object(map)) => Arc::new(portable(map, side)),
         _ => Arc::new(JsonObject::new()),
     }
 }
@@ -141,8 +142,8 @@ fn tool<A: JsonSchema, R: JsonSchema>(
             base.read_only(false).destructive(false).idempotent(false).open_world(false)
         }
     };
-    Tool::new(name, description, schema::<A>())
-        .with_raw_output_schema(schema::<R>())
+    Tool::new(name, description, schema::<A>(Side::Input))
+        .with_raw_output_schema(schema::<R>(Side::Output))
         .with_annotations(annotations)
 }
 
@@ -287,6 +288,7 @@ pub(crate) fn tool_table() -> Vec<Tool> {
 fn ok<T: Serialize>(text: String, value: &T) -> ToolResult {
     let structured =
         serde_json::to_value(value).map_err(|e| format!("Error: cannot encode the result: {e}"))?;
+    let structured = without_nulls(structured);
     let mut result = CallToolResult::structured(structured);
     result.content = vec![ContentBlock::text(text)];
     Ok(result)
@@ -1102,6 +1104,23 @@ mod tests {
     #[test]
     fn instructions_are_compact() {
         assert!(INSTRUCTIONS.len() < 2048, "instructions are {} bytes", INSTRUCTIONS.len());
+    }
+
+    #[test]
+    fn schemas_are_plain_json_schema_every_sdk_validates() {
+        for t in tool_table() {
+            let text = format!(
+                "{}{}",
+                serde_json::Value::Object((*t.input_schema).clone()),
+                t.output_schema
+                    .as_ref()
+                    .map_or(String::new(), |o| serde_json::Value::Object((**o).clone())
+                        .to_string())
+            );
+            for bad in ["\"format\"", "\"null\"", "$schema", "\"oneOf\""] {
+                assert!(!text.contains(bad), "{}: {bad} in {text}", t.name);
+            }
+        }
     }
 
     #[test]
