@@ -130,11 +130,13 @@ enum Command {
     Wait(waits::WaitArgs),
     /// Type a command and wait for its result: portal-cli run P -- INPUT
     Run(waits::RunArgs),
-    /// Press keys: names (Enter, C-c, Up, F5, M-x) and `text:...` for literal text.
+    /// Press keys and type text, like tmux send-keys: key names (Enter, C-c,
+    /// Up, F5, M-x) are keys, anything else is typed; `text:...` types even a
+    /// key name.
     SendKeys {
         /// Process id or name.
         proc: String,
-        /// Keys in order, e.g. Esc text::wq Enter.
+        /// Keys and text in order, e.g. Escape :wq Enter.
         #[arg(required = true)]
         keys: Vec<String>,
     },

@@ -332,8 +332,8 @@ pub(crate) struct RunArgs {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(untagged)]
 pub(crate) enum KeyArg {
-    /// A key name: Enter, Tab, Esc, Backspace, Space, Up, Down, Left, Right,
-    /// Home, End, PageUp, PageDown, Insert, Delete, F1..F12, C-a..C-z, M-x.
+    /// A key name (Enter, Tab, Esc, Up, F5, C-c, M-x…); anything else is
+    /// typed as it is.
     Key(String),
     /// Literal text to type.
     Text {
@@ -348,7 +348,7 @@ pub(crate) enum KeyArg {
 pub(crate) struct SendKeysArgs {
     /// Process id.
     pub(crate) id: u64,
-    /// Keys and text, in order, e.g. ["Esc", {"text": ":wq"}, "Enter"] or ["C-c"].
+    /// Keys and text, in order, e.g. ["Escape", ":wq", "Enter"] or ["C-c"].
     pub(crate) keys: Vec<KeyArg>,
 }
 

@@ -238,7 +238,7 @@ pub(crate) fn tool_table() -> Vec<Tool> {
             "process_send_keys",
             "Press keys",
             Kind::OpenWorld,
-            "Send named keys and text in order: [\"Esc\", {\"text\": \":wq\"}, \"Enter\"], [\"C-c\"], [\"Up\", \"Enter\"]. Names: Enter, Tab, Esc, Backspace, Space, Up, Down, Left, Right, Home, End, PageUp, PageDown, Insert, Delete, F1-F12, C-a..C-z, M-x; arrows follow the program's cursor mode. Multi-line text goes as a paste when the program supports it. Then check with process_screen or process_wait.",
+            "Press keys and type text in order, one at a time, like tmux send-keys: [\"Escape\", \":q!\", \"Enter\"], [\"C-c\"], [\"Up\", \"Enter\"]. Key names: Enter, Tab, Esc, Backspace, Space, Up, Down, Left, Right, Home, End, PageUp, PageDown, Delete, F1-F12, C-a..C-z, M-x; anything else is typed as it is ({\"text\": \"Enter\"} types the word). Then check with process_screen or process_wait.",
         ),
         tool::<AgentListArgs, AgentsListed>(
             "agent_list",

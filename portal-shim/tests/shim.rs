@@ -470,8 +470,10 @@ async fn run_wait_and_send_keys_tools() {
         )
         .await;
     assert_eq!(s["reason"], json!("matched"));
-    let e = shim.err("process_send_keys", json!({"id": cat, "keys": ["Entr"]})).await;
-    assert!(e.contains("unknown key \"Entr\""), "{e}");
+    // As with tmux send-keys: not a key name, so typed as it is.
+    shim.ok("process_send_keys", json!({"id": cat, "keys": ["Escape", ":q!", "Enter"]})).await;
+    let (_, s) = shim.ok("process_wait", json!({"id": cat, "pattern": ":q!"})).await;
+    assert_eq!(s["reason"], json!("matched"));
     d.stop().await;
 }
 

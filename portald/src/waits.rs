@@ -749,40 +749,54 @@ fn is_bare_prompt(line: &str) -> bool {
 pub(crate) enum KeyItem {
     /// Literal text.
     Text(String),
-    /// A key name.
+    /// A key name; anything that is not one is typed as it is.
     Key(String),
 }
 
-/// Sends text and named keys in order, each as its own write. Every key
-/// name is checked before anything is sent; cursor keys follow the screen's
-/// application-cursor mode.
+/// Gap between the items of one key send. Applications that read their
+/// input in bursts must see `Up Up Enter` as three keys: Claude Code's
+/// selection dialogs took one read of them for something else and picked
+/// the wrong option.
+pub(crate) const KEY_GAP: Duration = Duration::from_millis(25);
+
+/// The bytes of literal text: multi-line text as a bracketed paste when the
+/// program enabled it, else with newlines as Enter on a PTY.
+fn text_bytes(text: &str, snap: Option<&crate::screen::Snapshot>) -> Bytes {
+    Bytes::from(match snap {
+        Some(s) if text.contains('\n') && s.bracketed_paste => format!("\x1b[200~{text}\x1b[201~"),
+        Some(_) if text.contains('\n') => text.replace("\r\n", "\r").replace('\n', "\r"),
+        _ => text.to_owned(),
+    })
+}
+
+/// Sends text and keys in order, each as its own write, [`KEY_GAP`] apart,
+/// as one request to the process (nothing else is typed in between). As
+/// `tmux send-keys` does, a name in the key grammar is that key (cursor keys
+/// follow the screen's application-cursor mode) and anything else is typed
+/// as it is (`["Escape", ":q!", "Enter"]`); `Text` items are always literal.
 pub(crate) async fn send_keys(h: &ProcHandle, items: &[KeyItem]) -> Result<u64, ProcError> {
-    let mode = match &h.screen {
-        Some(_) if h.snapshot().await?.application_cursor => CursorMode::Application,
-        _ => CursorMode::Normal,
+    let snap = match &h.screen {
+        Some(_) => Some(h.snapshot().await?),
+        None => None,
     };
-    let mut resolved = Vec::with_capacity(items.len());
-    for item in items {
-        resolved.push(match item {
-            KeyItem::Text(t) => KeyItem::Text(t.clone()),
-            KeyItem::Key(k) => {
-                KeyItem::Key(String::from_utf8_lossy(&keys::parse(k, mode)?).into_owned())
-            }
-        });
-    }
-    let mut written = 0;
-    for (item, original) in resolved.iter().zip(items) {
-        written += match (item, original) {
-            (KeyItem::Text(t), _) => write_text(h, t).await?,
-            (KeyItem::Key(_), KeyItem::Key(k)) => {
-                let bytes = keys::parse(k, mode)?;
-                let n = bytes.len() as u64;
-                h.write(Bytes::from(bytes)).await?;
-                n
-            }
-            (KeyItem::Key(_), KeyItem::Text(_)) => 0,
-        };
-    }
+    let mode = if snap.as_ref().is_some_and(|s| s.application_cursor) {
+        CursorMode::Application
+    } else {
+        CursorMode::Normal
+    };
+    let parts: Vec<Bytes> = items
+        .iter()
+        .map(|item| match item {
+            KeyItem::Text(t) => text_bytes(t, snap.as_ref()),
+            KeyItem::Key(k) => match keys::parse(k, mode) {
+                Ok(bytes) => Bytes::from(bytes),
+                Err(_) => text_bytes(k, snap.as_ref()),
+            },
+        })
+        .filter(|b| !b.is_empty())
+        .collect();
+    let written = parts.iter().map(|b| b.len() as u64).sum();
+    h.write_parts(parts, KEY_GAP).await?;
     Ok(written)
 }
 

@@ -300,16 +300,15 @@ async fn keys_reach_vim() {
         s.alternate_screen && s.lines.iter().any(|l| l.starts_with('~'))
     })
     .await;
+    // As with tmux send-keys, what is not a key name is typed as it is;
+    // `text` types even a key name.
     let req = pb::SendKeysRequest {
         proc: by_id(p.id),
-        keys: vec![key("i"), text("hello vim"), key("Esc")],
+        keys: vec![key("i"), key("hello vim, "), text("Enter"), key("Escape")],
     };
-    let err = rpc.send_keys(req).await.unwrap_err();
-    assert!(err.message().contains("unknown key \"i\""), "{}", err.message());
-    let req = pb::SendKeysRequest { proc: by_id(p.id), keys: vec![text("ihello vim"), key("Esc")] };
     rpc.send_keys(req).await.unwrap();
-    wait_screen(&mut rpc, p.id, "typed text", |s| s.lines[0] == "hello vim").await;
-    let req = pb::SendKeysRequest { proc: by_id(p.id), keys: vec![text(":q!"), key("Enter")] };
+    wait_screen(&mut rpc, p.id, "typed text", |s| s.lines[0] == "hello vim, Enter").await;
+    let req = pb::SendKeysRequest { proc: by_id(p.id), keys: vec![key(":q!"), key("Enter")] };
     rpc.send_keys(req).await.unwrap();
     let end = wait_exit(&mut rpc, p.id).await;
     assert_eq!(end.exit_code, Some(0));
@@ -349,5 +348,25 @@ async fn terminal_queries_are_answered() {
         String::from_utf8(read_all(&mut rpc, p.id, pb::Stream::Stdout, pb::Encoding::Text).await)
             .unwrap();
     assert!(out.contains("pos=1;4 da=?1;2"), "{out:?}");
+    d.stop().await;
+}
+
+#[tokio::test]
+async fn keys_in_one_call_arrive_one_at_a_time() {
+    let d = TestDaemon::start().await;
+    let mut rpc = d.rpc();
+    // One read, as a program that takes its input in bursts does.
+    let script = "stty raw -echo; printf ready; dd bs=64 count=1 2>/dev/null | od -An -tx1; printf done; stty sane; cat >/dev/null";
+    let p = start_pty(&mut rpc, "sh", &["-c", script], 5, 60).await;
+    wait_screen(&mut rpc, p.id, "the reader", |s| s.lines[0].contains("ready")).await;
+    let req =
+        pb::SendKeysRequest { proc: by_id(p.id), keys: vec![key("Up"), key("Up"), key("Enter")] };
+    rpc.send_keys(req).await.unwrap();
+    let out = wait_for_text(&mut rpc, p.id, pb::Stream::Stdout, "done").await;
+    let out = String::from_utf8_lossy(&out);
+    assert!(
+        out.contains(" 1b 5b 41\r\n") || out.contains(" 1b 5b 41\n"),
+        "the first read held more than the first key: {out:?}"
+    );
     d.stop().await;
 }
