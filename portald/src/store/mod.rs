@@ -368,9 +368,11 @@ impl Store {
         // page once instead of spilling half-built pages mid-transaction.
         conn.pragma_update(None, "cache_size", -WRITER_CACHE_KIB)?;
         let checkpoint = Checkpointer::start(&conn, path)?;
-        if let Some(max) = retention.max_db_bytes {
-            let pages = i64::try_from(max).unwrap_or(i64::MAX) / page_size.max(1);
-            conn.pragma_update(None, "max_page_count", pages.max(1))?;
+        let max_pages = retention
+            .max_db_bytes
+            .map(|max| (i64::try_from(max).unwrap_or(i64::MAX) / page_size.max(1)).max(1));
+        if let Some(pages) = max_pages {
+            conn.pragma_update(None, "max_page_count", pages)?;
         }
         // Processes that were running when a previous daemon died have no
         // owner now; their fate is unknown.
@@ -393,6 +395,7 @@ impl Store {
             page_size,
             reserve,
             low_space: false,
+            max_pages,
             dir: path.parent().map(Path::to_path_buf),
             wal: wal.into(),
             db_path: path.to_path_buf(),
@@ -572,6 +575,8 @@ struct Writer {
     reserve: reserve::Reserve,
     /// The disk is nearly full: WAL kept small, freed pages kept.
     low_space: bool,
+    /// The database's own size limit in pages (`--max-db-size`), if any.
+    max_pages: Option<i64>,
     /// The database's directory and WAL file.
     dir: Option<std::path::PathBuf>,
     wal: std::path::PathBuf,
@@ -579,6 +584,9 @@ struct Writer {
     db_path: std::path::PathBuf,
     db_id: Option<(u64, u64)>,
 }
+
+/// SQLite's own largest `max_page_count`: no limit but the disk.
+const SQLITE_MAX_PAGES: i64 = 0xFFFF_FFFE;
 
 /// Free disk space below which the writer keeps the log's files tight: the
 /// reserve, a few WAL folds and margin.
@@ -665,6 +673,7 @@ fn writer(mut w: Writer, mut rx: mpsc::Receiver<Msg>) {
     if let Err(e) = w.conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(())) {
         tracing::debug!(error = %e, "final checkpoint failed");
     }
+    w.reserve.restore_now();
     tracing::debug!("store writer finished");
 }
 
@@ -762,12 +771,16 @@ fn is_full(e: &StoreError) -> bool {
 }
 
 impl Writer {
-    /// Applies `batch` in one transaction (chunks left out if `skip_chunks`).
-    fn run(&mut self, batch: &[Msg], skip_chunks: bool) -> Result<Vec<Outcome>, StoreError> {
+    /// Applies `batch` in one transaction, leaving out its first `skip`
+    /// output chunks (the oldest).
+    fn run(&mut self, batch: &[Msg], skip: usize) -> Result<Vec<Outcome>, StoreError> {
         let tx = self.conn.transaction()?;
         let mut outcomes = Vec::with_capacity(batch.len());
+        let mut chunks = 0;
         for msg in batch {
-            if skip_chunks && matches!(msg, Msg::Chunk { .. }) {
+            let is_chunk = matches!(msg, Msg::Chunk { .. });
+            chunks += usize::from(is_chunk);
+            if is_chunk && chunks <= skip {
                 outcomes.push(Outcome::None);
             } else {
                 outcomes.push(apply(&tx, msg)?);
@@ -778,46 +791,77 @@ impl Writer {
     }
 
     /// Commits a batch. If the database is full, the oldest history is
-    /// trimmed to make room and the batch retried; if that fails too, the
-    /// control records (process rows, statuses, registry) are committed
-    /// without the output chunks, whose loss is counted and reported.
-    /// Replies go out only after the outcome is final.
+    /// trimmed to make room and the batch retried; if it still does not fit,
+    /// its oldest output chunks are left out, half of them at a time, so the
+    /// newest output is what is kept; in the end the control records
+    /// (process rows, statuses, registry) commit without any chunk. What is
+    /// left out is counted and reported. Replies go out only after the
+    /// outcome is final.
     fn commit_batch(&mut self, batch: &mut Vec<Msg>) {
-        let chunk_bytes: u64 = batch
+        let sizes: Vec<u64> = batch
             .iter()
-            .map(|m| if let Msg::Chunk { chunk, .. } = m { chunk.data.len() as u64 } else { 0 })
-            .sum();
-        let mut result = self.run(batch, false);
+            .filter_map(|m| {
+                if let Msg::Chunk { chunk, .. } = m { Some(chunk.data.len() as u64) } else { None }
+            })
+            .collect();
+        let chunk_bytes: u64 = sizes.iter().sum();
+        let mut skip = 0;
+        let mut result = self.run(batch, skip);
         if let Err(e) = &result
             && is_full(e)
         {
             tracing::warn!(error = %e, "the disk or database is full; making room");
             self.make_room(chunk_bytes);
-            result = self.run(batch, false);
+            result = self.run(batch, skip);
+            while matches!(&result, Err(e) if is_full(e)) && skip < sizes.len() {
+                skip += (sizes.len() - skip).div_ceil(2);
+                result = self.run(batch, skip);
+            }
         }
-        let mut chunks_committed = true;
+        let lost: u64 = sizes[..skip].iter().sum();
         if result.is_ok() {
             // Pages of the touched B-tree leaves besides the blobs themselves.
-            self.checkpoint.committed(&self.conn, chunk_bytes + 4 * self.page_size);
+            self.checkpoint.committed(&self.conn, chunk_bytes - lost + 4 * self.page_size);
         }
         if let Err(e) = &result {
             tracing::error!(error = %e, lost_bytes = chunk_bytes, "cannot store output; keeping the control records");
             self.shared.failed(e, chunk_bytes);
-            chunks_committed = false;
-            result = self.run(batch, true);
+            skip = sizes.len();
+            result = self.run(batch, skip);
+        } else if skip > 0 && skip == sizes.len() {
+            // Only the control records fit: no output is being stored.
+            tracing::error!(
+                lost_bytes = lost,
+                "the disk or database is full: output is not stored"
+            );
+            let full = StoreError::Sqlite(rusqlite::Error::SqliteFailure(
+                rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_FULL),
+                Some("the disk or database is full".into()),
+            ));
+            self.shared.failed(&full, lost);
         } else {
+            if skip > 0 {
+                tracing::error!(
+                    lost_bytes = lost,
+                    "the database is full: the oldest output of a burst was not stored"
+                );
+                self.shared.dropped.fetch_add(lost, Ordering::Relaxed);
+            }
             self.shared.succeeded();
         }
         match result {
             Ok(outcomes) => {
+                let mut chunks = 0;
                 for msg in batch.iter() {
-                    self.account(msg, chunks_committed);
+                    let is_chunk = matches!(msg, Msg::Chunk { .. });
+                    chunks += usize::from(is_chunk);
+                    self.account(msg, !is_chunk || chunks > skip);
                 }
                 // Trim before answering, so a flush barrier sees the log
                 // within its limits; after accounting, so a trim here sees
                 // this batch's clears.
                 self.enforce_retention();
-                if chunks_committed {
+                if skip < sizes.len() {
                     self.watch_space();
                     self.watch_file();
                 }
@@ -873,7 +917,9 @@ impl Writer {
     /// of the log, so the next batches do not each hit the wall); fold the
     /// WAL in again. The trimmed pages stay in the file for new output.
     fn make_room(&mut self, chunk_bytes: u64) {
-        self.reserve.release();
+        if self.reserve.release() {
+            self.hold_file_size(true);
+        }
         self.fold_wal();
         while !self.garbage.is_empty() {
             self.collect_garbage();
@@ -881,6 +927,24 @@ impl Writer {
         self.trim_for_room(chunk_bytes.max(1 << 20) + self.usage.total() / 8);
         self.fold_wal();
         self.low_space = true;
+    }
+
+    /// While the reserve is given back, the database file may not grow:
+    /// the room is for the WAL, and for the reserve once the WAL is folded
+    /// in, so that the next start finds one even on a full disk. New output
+    /// reuses the pages trims free (and trims more when there are none).
+    /// Released again when the reserve is back.
+    fn hold_file_size(&mut self, hold: bool) {
+        let pages = if hold {
+            self.conn.pragma_query_value(None, "page_count", |r| r.get::<_, i64>(0)).ok()
+        } else {
+            Some(self.max_pages.unwrap_or(SQLITE_MAX_PAGES))
+        };
+        if let Some(pages) = pages
+            && let Err(e) = self.conn.pragma_update(None, "max_page_count", pages)
+        {
+            tracing::warn!(error = %e, "cannot set the database's page limit");
+        }
     }
 
     fn trim_for_room(&mut self, want: u64) {
@@ -929,6 +993,7 @@ impl Writer {
             if self.reserve.held() {
                 tracing::info!(free, "the disk has room again");
                 self.low_space = false;
+                self.hold_file_size(false);
             }
             return;
         }

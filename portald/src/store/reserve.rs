@@ -116,6 +116,24 @@ impl Reserve {
     }
 }
 
+impl Reserve {
+    /// Makes the reserve anew if it is missing, now, on this thread: at
+    /// close, after the WAL was emptied, the last chance to set room aside
+    /// for the next start, which may meet a disk that filled meanwhile.
+    pub(crate) fn restore_now(&mut self) {
+        if self.held() || self.making.load(Ordering::Acquire) {
+            return;
+        }
+        match make(&self.path) {
+            Ok(()) => self.held.store(true, Ordering::Release),
+            Err(e) => {
+                let _ = std::fs::remove_file(&self.path);
+                tracing::warn!(path = %self.path.display(), error = %e, "no room for the reserve at close");
+            }
+        }
+    }
+}
+
 /// Writes the reserve file: written, not just sized, since a sparse file
 /// would set nothing aside. Not synced: filesystems count written blocks as
 /// used at once (tmpfs allocates them, ext4 and xfs reserve them), and a
