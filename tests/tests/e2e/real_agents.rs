@@ -396,6 +396,12 @@ async fn codex_from_a_shell_with_hooks_installed_around_its_own_records() {
     reach(&mut rpc, p.id, pb::AgentState::Exited, |_| true).await;
     let shell = rpc.inspect(pb::InspectRequest { proc: by_id(p.id) }).await.unwrap();
     assert_eq!(shell.into_inner().status(), pb::Status::Running, "the shell lives on");
+    // Its SessionEnd hook may still be reporting; this test daemon is no
+    // subreaper, so what Codex leaves behind is not Portal's to find.
+    wait_until("Codex and its hooks to end", async || {
+        (descendants(p.pid).len() == 1).then_some(())
+    })
+    .await;
     kill_leaves_nothing(&mut rpc, &p).await;
     d.stop().await;
 }
