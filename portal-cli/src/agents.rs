@@ -74,9 +74,9 @@ pub(crate) struct AgentsArgs {
 enum AgentsCommand {
     /// Wait until agents reach a state; exit 0 when they did.
     Wait {
-        /// Agents' process ids.
+        /// Agents' processes, by id or name.
         #[arg(required = true)]
-        ids: Vec<u64>,
+        ids: Vec<String>,
         /// Target states [default: awaiting_input,done,idle].
         #[arg(long, value_enum, value_delimiter = ',')]
         state: Vec<State>,
@@ -91,9 +91,9 @@ enum AgentsCommand {
     },
     /// Send a prompt once the agents are ready: agents send IDS... -- TEXT
     Send {
-        /// Agents' process ids.
+        /// Agents' processes, by id or name.
         #[arg(required = true)]
-        ids: Vec<u64>,
+        ids: Vec<String>,
         /// Idempotency key: a retry with the same key is not typed twice.
         #[arg(long)]
         key: Option<String>,
@@ -165,6 +165,25 @@ fn print_agents(r: &pb::AgentListResponse) {
     println!("{}", r.summary);
 }
 
+/// Process ids for ids or names (a name is looked up; one nobody has is a
+/// clear error from the daemon).
+async fn resolve(
+    rpc: &mut portal_proto::v1::portal_client::PortalClient<tonic::transport::Channel>,
+    refs: &[String],
+) -> Result<Vec<u64>, Failure> {
+    let mut ids = Vec::with_capacity(refs.len());
+    for r in refs {
+        match r.parse::<u64>() {
+            Ok(id) => ids.push(id),
+            Err(_) => {
+                let req = pb::InspectRequest { proc: crate::proc_ref(r) };
+                ids.push(rpc.inspect(req).await?.into_inner().id);
+            }
+        }
+    }
+    Ok(ids)
+}
+
 /// `agents` and its subcommands.
 pub(crate) async fn agents(client: &Client, a: AgentsArgs) -> Outcome {
     let mut rpc = client.rpc();
@@ -227,7 +246,7 @@ pub(crate) async fn agents(client: &Client, a: AgentsArgs) -> Outcome {
         }
         Some(AgentsCommand::Wait { ids, state, any, timeout, out }) => {
             let req = pb::AgentWaitRequest {
-                ids,
+                ids: resolve(&mut rpc, &ids).await?,
                 states: state.iter().map(|s| s.pb().into()).collect(),
                 mode: if any { pb::WaitMode::Any } else { pb::WaitMode::All }.into(),
                 timeout_ms: ms(timeout),
@@ -250,7 +269,7 @@ pub(crate) async fn agents(client: &Client, a: AgentsArgs) -> Outcome {
         }
         Some(AgentsCommand::Send { ids, key, no_wait, no_enter, timeout, out, text }) => {
             let req = pb::AgentSendRequest {
-                ids,
+                ids: resolve(&mut rpc, &ids).await?,
                 text: text.join(" "),
                 wait_ready: Some(!no_wait),
                 ready_states: vec![],

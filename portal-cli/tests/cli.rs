@@ -347,6 +347,32 @@ async fn agents_hooks_and_the_in_band_emit_fallback() {
     let o =
         cli(&s, &["agents", "send", &p.id.to_string(), "--key", "once", "--", "go", "on"]).await;
     assert!(ok(&o).contains("already sent"));
+    // By name, as everywhere a process is named.
+    let named = pb::StartRequest {
+        command: "sh".into(),
+        args: vec![
+            "-c".into(),
+            "printf '\\033]3008;portal=1;state=done;name=cc\\033\\\\'; read x; echo got $x; read y"
+                .into(),
+        ],
+        mode: pb::Mode::Pty.into(),
+        name: "cc".into(),
+        ..Default::default()
+    };
+    let cc = rpc.start(named).await.unwrap().into_inner();
+    ok(&cli(&s, &["agents", "wait", "cc", "--state", "done"]).await);
+    assert_eq!(
+        ok(&cli(&s, &["agents", "send", "cc", "--", "hi"]).await).trim(),
+        format!("{}: sent", cc.id)
+    );
+    wait_for_text(&mut rpc, cc.id, pb::Stream::Stdout, "got hi").await;
+    let o = cli(&s, &["agents", "send", "nobody", "--", "hi"]).await;
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("nobody"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     // Hooks in a private HOME: install, status, uninstall leaves the file as it was.
     let home = test_dir();
     let settings = home.path().join(".claude/settings.json");

@@ -118,6 +118,24 @@ fn default_zero() -> u64 {
     0
 }
 
+/// A process as arguments name it: its id, or its name (`process_start`'s
+/// `name`). Names are turned into ids before the arguments are read.
+fn proc_ref(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({
+        "type": ["integer", "string"],
+        "description": "Process id, or the name given at start."
+    })
+}
+
+/// Several processes, each by id or name.
+fn proc_refs(g: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({
+        "type": "array",
+        "items": proc_ref(g),
+        "description": "Processes, by id or name."
+    })
+}
+
 fn default_args() -> Vec<String> {
     Vec::new()
 }
@@ -127,6 +145,7 @@ fn default_args() -> Vec<String> {
 #[serde(deny_unknown_fields)]
 pub(crate) struct ReadArgs {
     /// Process id.
+    #[schemars(schema_with = "proc_ref")]
     pub(crate) id: u64,
     /// Which output.
     #[serde(default = "default_source")]
@@ -152,6 +171,7 @@ pub(crate) struct ReadArgs {
 #[serde(deny_unknown_fields)]
 pub(crate) struct ReadNewArgs {
     /// Process id.
+    #[schemars(schema_with = "proc_ref")]
     pub(crate) id: u64,
     /// Which output.
     #[serde(default = "default_new_source")]
@@ -172,6 +192,7 @@ pub(crate) struct ReadNewArgs {
 #[serde(deny_unknown_fields)]
 pub(crate) struct WriteArgs {
     /// Process id.
+    #[schemars(schema_with = "proc_ref")]
     pub(crate) id: u64,
     /// Text to write, verbatim (no newline is added). Control characters as
     /// JSON escapes: "\r" Enter on a PTY, "\n" newline on pipes, "\u0003" Ctrl-C.
@@ -183,6 +204,7 @@ pub(crate) struct WriteArgs {
 #[serde(deny_unknown_fields)]
 pub(crate) struct SignalArgs {
     /// Process id.
+    #[schemars(schema_with = "proc_ref")]
     pub(crate) id: u64,
     /// Signal name ("SIGINT", "TERM", "usr1") or number ("2"). Delivered
     /// exactly, to the process group.
@@ -194,6 +216,7 @@ pub(crate) struct SignalArgs {
 #[serde(deny_unknown_fields)]
 pub(crate) struct IdArgs {
     /// Process id (from process_start or process_list).
+    #[schemars(schema_with = "proc_ref")]
     pub(crate) id: u64,
 }
 
@@ -207,6 +230,7 @@ pub(crate) struct NoArgs {}
 #[serde(deny_unknown_fields)]
 pub(crate) struct ScreenArgs {
     /// Process id (PTY mode).
+    #[schemars(schema_with = "proc_ref")]
     pub(crate) id: u64,
     /// Resize the terminal to this many columns first (the program gets SIGWINCH).
     #[serde(default)]
@@ -295,6 +319,7 @@ pub(crate) struct Until {
 #[serde(deny_unknown_fields)]
 pub(crate) struct WaitArgs {
     /// Process id.
+    #[schemars(schema_with = "proc_ref")]
     pub(crate) id: u64,
     /// Start from this cursor (from an earlier read or wait); default: where
     /// the last process_read_new, process_wait or process_run stopped (the
@@ -314,6 +339,7 @@ pub(crate) struct WaitArgs {
 #[serde(deny_unknown_fields)]
 pub(crate) struct RunArgs {
     /// Process id.
+    #[schemars(schema_with = "proc_ref")]
     pub(crate) id: u64,
     /// The command or statement to type (multi-line text goes as one paste
     /// when the program supports it).
@@ -347,6 +373,7 @@ pub(crate) enum KeyArg {
 #[serde(deny_unknown_fields)]
 pub(crate) struct SendKeysArgs {
     /// Process id.
+    #[schemars(schema_with = "proc_ref")]
     pub(crate) id: u64,
     /// Keys and text, in order, e.g. ["Escape", ":wq", "Enter"] or ["C-c"].
     pub(crate) keys: Vec<KeyArg>,
@@ -415,6 +442,7 @@ pub(crate) struct AgentWatchArgs {
     pub(crate) timeout_ms: Option<u64>,
     /// Only these agents (process ids).
     #[serde(default)]
+    #[schemars(schema_with = "proc_refs")]
     pub(crate) ids: Vec<u64>,
     /// Only changes into these states.
     #[serde(default)]
@@ -440,6 +468,7 @@ fn default_mode() -> ModeArg {
 #[serde(deny_unknown_fields)]
 pub(crate) struct AgentWaitArgs {
     /// The agents' process ids.
+    #[schemars(schema_with = "proc_refs")]
     pub(crate) ids: Vec<u64>,
     /// Target states (default: awaiting_input, done, idle).
     #[serde(default)]
@@ -457,6 +486,7 @@ pub(crate) struct AgentWaitArgs {
 #[serde(deny_unknown_fields)]
 pub(crate) struct AgentSendArgs {
     /// The agents' process ids.
+    #[schemars(schema_with = "proc_refs")]
     pub(crate) ids: Vec<u64>,
     /// The prompt (multi-line text goes as one paste).
     pub(crate) text: String,

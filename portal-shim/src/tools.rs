@@ -330,12 +330,53 @@ impl Shim {
         self.link.call(f).await.map_err(|e: CallError| error_text(&e, id))
     }
 
+    /// Turns process names in `id` and `ids` into ids (every tool that
+    /// names a process takes its name too); a name nobody has is an error
+    /// that says so.
+    async fn resolve_names(&self, args: &mut JsonObject) -> Result<(), String> {
+        async fn one(shim: &Shim, v: &mut serde_json::Value, arg: &str) -> Result<(), String> {
+            let Some(text) = v.as_str().map(str::to_owned) else { return Ok(()) };
+            if let Ok(id) = text.trim().parse::<u64>() {
+                *v = serde_json::Value::from(id);
+                return Ok(());
+            }
+            let target = pb::ProcRef { target: Some(pb::proc_ref::Target::Name(text.clone())) };
+            let found = shim
+                .call(None, |mut c| {
+                    let proc = Some(target.clone());
+                    async move { c.inspect(pb::InspectRequest { proc }).await }
+                })
+                .await
+                .map_err(|_| {
+                    format!(
+                        "Error: {arg}: no process is named {text:?}. Give an id or a name from process_list."
+                    )
+                })?;
+            *v = serde_json::Value::from(found.id);
+            Ok(())
+        }
+        if let Some(v) = args.get_mut("id") {
+            one(self, v, "id").await?;
+        }
+        if let Some(serde_json::Value::Array(items)) = args.get_mut("ids") {
+            for (i, v) in items.iter_mut().enumerate() {
+                one(self, v, &format!("ids[{i}]")).await?;
+            }
+        }
+        Ok(())
+    }
+
     async fn dispatch(
         &self,
         name: &str,
-        args: JsonObject,
+        mut args: JsonObject,
         progress: Progress,
     ) -> Option<ToolResult> {
+        if self.tools.iter().any(|t| t.name == name)
+            && let Err(e) = self.resolve_names(&mut args).await
+        {
+            return Some(Err(e));
+        }
         macro_rules! run {
             ($method:ident) => {
                 match parse(name, args) {

@@ -610,3 +610,22 @@ async fn every_line_on_stdin_gets_an_answer() {
     drop(stdin);
     d.stop().await;
 }
+
+#[tokio::test]
+async fn every_tool_takes_a_name_where_it_takes_an_id() {
+    let (d, shim) = with_daemon().await;
+    shim.ok("process_start", json!({"command": "cat", "pty": true, "name": "repl"})).await;
+    let (_, s) = shim.ok("process_inspect", json!({"id": "repl"})).await;
+    assert_eq!(s["process"]["name"], json!("repl"));
+    shim.ok("process_send_keys", json!({"id": "repl", "keys": ["hello", "Enter"]})).await;
+    let (_, s) = shim.ok("process_wait", json!({"id": "repl", "pattern": "hello"})).await;
+    assert_eq!(s["reason"], json!("matched"));
+    let (_, s) =
+        shim.ok("agent_wait", json!({"ids": ["repl"], "states": ["done"], "timeout_ms": 1})).await;
+    assert_eq!(s["results"][0]["outcome"], json!("timeout"));
+    let e = shim.err("process_inspect", json!({"id": "nobody"})).await;
+    assert!(e.contains("id: no process is named \"nobody\""), "{e}");
+    let e = shim.err("agent_send", json!({"ids": [1, "nobody"], "text": "x"})).await;
+    assert!(e.contains("ids[1]: no process is named \"nobody\""), "{e}");
+    d.stop().await;
+}
