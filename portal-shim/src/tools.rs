@@ -294,10 +294,37 @@ fn ok<T: Serialize>(text: String, value: &T) -> ToolResult {
     Ok(result)
 }
 
+/// Reads a tool's arguments; an error names the argument (`timeout_ms:
+/// invalid type: string "5000", expected u64`), not only the type.
 fn parse<T: DeserializeOwned>(tool: &str, args: JsonObject) -> Result<T, String> {
-    serde_json::from_value(serde_json::Value::Object(args)).map_err(|e| {
-        format!("Error: invalid arguments for {tool}: {e}\nFix the argument named in the message and call again.")
+    let culprits = args.clone();
+    serde_path_to_error::deserialize(serde_json::Value::Object(args)).map_err(|e| {
+        let path = e.path().to_string();
+        let what = e.into_inner().to_string();
+        // Arguments read through a flattened group lose their path: find the
+        // argument by the value the message quotes.
+        let path = if path == "." { culprit(&culprits, &what).unwrap_or(path) } else { path };
+        let named = if path == "." { what } else { format!("{path}: {what}") };
+        format!("Error: invalid arguments for {tool}: {named}\nFix that argument and call again.")
     })
+}
+
+/// The argument whose value a serde type error quotes (`invalid type:
+/// string "5000", expected u64`), when exactly one argument has it.
+fn culprit(args: &JsonObject, message: &str) -> Option<String> {
+    let rest = message.strip_prefix("invalid type: ")?;
+    let matches = |v: &serde_json::Value| match v {
+        serde_json::Value::String(s) => rest.starts_with(&format!("string {s:?},")),
+        serde_json::Value::Number(n) => {
+            rest.starts_with(&format!("integer `{n}`,"))
+                || rest.starts_with(&format!("floating point `{n}`,"))
+        }
+        serde_json::Value::Bool(b) => rest.starts_with(&format!("boolean `{b}`,")),
+        _ => false,
+    };
+    let mut found = args.iter().filter(|(_, v)| matches(v)).map(|(k, _)| k.clone());
+    let first = found.next()?;
+    found.next().is_none().then_some(first)
 }
 
 fn read_budget(max_bytes: Option<u64>) -> Result<u64, String> {

@@ -340,7 +340,11 @@ async fn errors_are_tool_results_with_hints() {
     let e = shim.err("process_start", json!({"command": "no-such-program-xyz"})).await;
     assert!(e.contains("cannot execute"), "{e}");
     let e = shim.err("process_start", json!({"command": "sh", "pty": "yes"})).await;
-    assert!(e.contains("invalid arguments for process_start"), "{e}");
+    assert!(e.contains("invalid arguments for process_start: pty: invalid type"), "{e}");
+    let e = shim.err("process_wait", json!({"id": cat, "timeout_ms": "5000"})).await;
+    assert!(e.contains("timeout_ms: invalid type: string \"5000\", expected"), "{e}");
+    let e = shim.err("process_send_keys", json!({"id": cat, "keys": ["a", {"txt": "b"}]})).await;
+    assert!(e.contains("keys[1]"), "{e}");
     let e = shim.err("process_cleanup", json!({"id": cat})).await;
     assert!(e.contains("still running"), "{e}");
     let (text, _) = shim.ok("process_kill", json!({"id": cat})).await;
