@@ -595,9 +595,40 @@ pub(crate) struct Waited {
     /// The program now waits for a password (echo off): ask the person to
     /// run `portal-cli secret <id>`; never type it yourself.
     pub(crate) awaiting_secret: bool,
+    /// What to do next, when it is not obvious.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) hint: Option<String>,
 }
 
 impl Waited {
+    /// The next step, for the result's `hint` and its text.
+    fn next_step(&self) -> Option<String> {
+        if self.awaiting_secret {
+            return Some(format!(
+                "it waits for a password: ask the person to run `portal-cli secret {}`; never type it yourself",
+                self.id
+            ));
+        }
+        match self.reason.as_str() {
+            "timeout" => {
+                let mut h = format!(
+                    "no condition met within {} ms{}; call process_wait again with this cursor to keep waiting",
+                    self.effective_timeout_ms,
+                    if self.timeout_clamped { " (the server's ceiling)" } else { "" }
+                );
+                if self.input_state == "idle" && self.bytes == 0 {
+                    h.push_str("; it printed nothing and is idle: not reading input (a server, a sleep): wait for a pattern it will print, or settle_ms");
+                }
+                Some(h)
+            }
+            "input_requested" => Some("it waits for input: answer with process_run".into()),
+            _ if self.alternate_screen && !self.output_is_screen => {
+                Some("a full-screen program is drawing: use process_screen".into())
+            }
+            _ => None,
+        }
+    }
+
     /// From the daemon's answer.
     pub(crate) fn new(id: u64, r: pb::WaitResponse, snapshot: bool) -> Self {
         Self {
@@ -622,7 +653,14 @@ impl Waited {
             elapsed_ms: r.elapsed_ms,
             awaiting_secret: r.awaiting_secret,
             output: r.output,
+            hint: None,
         }
+        .with_hint()
+    }
+
+    fn with_hint(mut self) -> Self {
+        self.hint = self.next_step();
+        self
     }
 
     /// The text an agent reads: the output, then one status line.
@@ -673,24 +711,11 @@ impl Waited {
         if self.alternate_screen && !self.output_is_screen {
             status.push_str(" · full-screen program: use process_screen");
         }
-        if self.awaiting_secret {
-            let _ = write!(
-                status,
-                " · it waits for a password: ask the person to run `portal-cli secret {}`",
-                self.id
-            );
-        }
         let _ = write!(status, " · cursor=\"{}\"]", self.cursor);
-        if self.reason == "timeout" {
-            let _ = write!(
-                status,
-                "\n[no condition met within {} ms{}; call process_wait again with this cursor to keep waiting]",
-                self.effective_timeout_ms,
-                if self.timeout_clamped { " (the server's ceiling)" } else { "" }
-            );
-            if self.input_state == "idle" && self.bytes == 0 {
-                status.push_str("\n[it printed nothing and is idle: not reading input (a server, a sleep); wait for a pattern it will print, or settle_ms]");
-            }
+        if (self.reason == "timeout" || self.awaiting_secret)
+            && let Some(h) = &self.hint
+        {
+            let _ = write!(status, "\n[{h}]");
         }
         out.push_str(&status);
         out

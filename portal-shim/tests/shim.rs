@@ -624,6 +624,11 @@ async fn every_tool_takes_a_name_where_it_takes_an_id() {
     shim.ok("process_send_keys", json!({"id": "repl", "keys": ["hello", "Enter"]})).await;
     let (_, s) = shim.ok("process_wait", json!({"id": "repl", "pattern": "hello"})).await;
     assert_eq!(s["reason"], json!("matched"));
+    // The next step is in the structured result too (some clients show the
+    // model only that).
+    let (_, s) =
+        shim.ok("process_wait", json!({"id": "repl", "pattern": "never", "timeout_ms": 1})).await;
+    assert!(s["hint"].as_str().is_some_and(|h| h.contains("call process_wait again")), "{s}");
     let (_, s) =
         shim.ok("agent_wait", json!({"ids": ["repl"], "states": ["done"], "timeout_ms": 1})).await;
     assert_eq!(s["results"][0]["outcome"], json!("timeout"));
