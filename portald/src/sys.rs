@@ -62,13 +62,26 @@ fn check_esrch_ok(rc: libc::c_int) -> io::Result<()> {
 /// unless it cleared it: the daemon's socket and the managed process's id.
 /// It names leftovers that were reparented to the daemon (the child
 /// subreaper) after their parents ended, when the tree no longer does.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Default)]
 pub(crate) struct Lineage {
     /// `PORTAL_SOCKET=<path>`: started under this daemon.
     socket: Vec<u8>,
     /// `PORTAL_SESSION_ID=<id>`: started under this managed process; `None`
     /// accepts any managed process of the daemon.
     process: Option<Vec<u8>>,
+    /// Whether a pid is a managed process itself: those are the daemon's
+    /// children too, and never leftovers, so their environment is not read
+    /// (with thousands running, that read was most of a kill's cost).
+    managed: Option<std::sync::Arc<dyn Fn(u32) -> bool + Send + Sync>>,
+}
+
+impl std::fmt::Debug for Lineage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Lineage")
+            .field("socket", &String::from_utf8_lossy(&self.socket))
+            .field("process", &self.process.as_deref().map(String::from_utf8_lossy))
+            .finish_non_exhaustive()
+    }
 }
 
 /// The environment variable naming the managed process a program runs under.
@@ -83,12 +96,26 @@ impl Lineage {
         Self {
             socket: entry("PORTAL_SOCKET").unwrap_or_default(),
             process: entry("PORTAL_SESSION_ID"),
+            managed: None,
         }
+    }
+
+    /// The same lineage, told which pids are managed processes themselves
+    /// (whose environment need not be read).
+    pub(crate) fn with_managed(
+        self,
+        managed: std::sync::Arc<dyn Fn(u32) -> bool + Send + Sync>,
+    ) -> Self {
+        Self { managed: Some(managed), ..self }
     }
 
     /// Every managed process of the daemon whose socket is `socket`.
     pub(crate) fn daemon(socket: &std::path::Path) -> Self {
-        Self { socket: [b"PORTAL_SOCKET=", socket.as_os_str().as_bytes()].concat(), process: None }
+        Self {
+            socket: [b"PORTAL_SOCKET=", socket.as_os_str().as_bytes()].concat(),
+            process: None,
+            managed: None,
+        }
     }
 
     /// Whether `environ` (NUL-separated, as in `/proc/<pid>/environ`)
@@ -103,8 +130,12 @@ impl Lineage {
             }
     }
 
-    /// Whether the process `pid` carries this lineage.
+    /// Whether the process `pid` carries this lineage (a managed process
+    /// itself never counts: it is its own tree).
     fn carried_by(&self, pid: u32) -> bool {
+        if self.managed.as_ref().is_some_and(|m| m(pid)) {
+            return false;
+        }
         std::fs::read(format!("/proc/{pid}/environ")).is_ok_and(|env| self.matches(&env))
     }
 }

@@ -58,6 +58,11 @@ impl SpawnedPids {
         self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
+    /// Whether `pid` is a managed process's own pid.
+    pub(crate) fn contains(&self, pid: u32) -> bool {
+        self.lock().contains(&pid)
+    }
+
     /// Reaps orphans that are not ours, holding the spawn lock.
     pub(crate) fn reap_orphans(&self) -> Vec<u32> {
         let ours = self.lock();
@@ -357,7 +362,7 @@ fn spawn_pty(
                 .and_then(|path| std::fs::metadata(path).ok())
                 .map(|m| InputTarget::Tty { rdev: m.rdev() });
             Ok(Spawned {
-                lineage: sys::Lineage::of_env(env),
+                lineage: lineage_of(env, pids),
                 pid,
                 output,
                 streams: 1,
@@ -372,6 +377,16 @@ fn spawn_pty(
             Err(io_err(id, "start I/O threads")(e))
         }
     }
+}
+
+/// What the child's descendants carry, told which pids are managed
+/// processes themselves.
+fn lineage_of(
+    env: &BTreeMap<std::ffi::OsString, std::ffi::OsString>,
+    pids: &Arc<SpawnedPids>,
+) -> sys::Lineage {
+    let pids = Arc::clone(pids);
+    sys::Lineage::of_env(env).with_managed(Arc::new(move |pid| pids.contains(pid)))
 }
 
 /// Kills and reaps a child whose I/O could not be set up, so a failed start
@@ -443,7 +458,7 @@ fn spawn_pipes(
             exit,
             primary: None,
             input_target,
-            lineage: sys::Lineage::of_env(env),
+            lineage: lineage_of(env, pids),
         }),
         Err(e) => {
             abort_spawned(pid, pids);
