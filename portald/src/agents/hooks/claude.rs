@@ -12,7 +12,7 @@
 use std::path::Path;
 
 use super::json;
-use super::{Handler, HookAction, HookError, Report, command, finish, is_portal_command, read};
+use super::{Handler, HookAction, HookError, Report, command, is_portal_command, read};
 
 /// Claude Code events, their matchers, and the state and reason each
 /// reports (its hooks reference: `PermissionRequest` fires when a
@@ -95,22 +95,11 @@ pub(super) fn run(
     let found =
         if text.trim().is_empty() { Vec::new() } else { handlers(&text).map_err(malformed)? };
     report.status = super::status(&found, &wanted(emitter), dir.exists());
-    match action {
-        HookAction::Status => Ok(report),
-        HookAction::Install => {
-            report.note =
-                "Claude Code reads the hooks at its next start (or /hooks to review them).".into();
-            // Unchanged meaning keeps the file as it is (Claude Code may
-            // have rewritten it in its own layout).
-            let after = if report.status == "installed" { text.clone() } else { installed };
-            let r = finish(report, &path, &text, after, existing.is_some(), dry_run)?;
-            Ok(Report { status: "installed", ..r })
-        }
-        HookAction::Uninstall => {
-            let r = finish(report, &path, &text, stripped, existing.is_some(), dry_run)?;
-            Ok(Report { status: "absent", ..r })
-        }
+    if action == HookAction::Install {
+        report.note =
+            "Claude Code reads the hooks at its next start (or /hooks to review them).".into();
     }
+    super::act(action, report, &path, &text, existing.is_some(), installed, stripped, dry_run)
 }
 
 fn claude_group(

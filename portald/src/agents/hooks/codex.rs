@@ -15,7 +15,7 @@ use std::path::Path;
 
 use toml_edit::{ArrayOfTables, DocumentMut, Item, Table, value};
 
-use super::{Handler, HookAction, HookError, Report, command, finish, is_portal_command, read};
+use super::{Handler, HookAction, HookError, Report, command, is_portal_command, read};
 
 /// Codex events and the state and reason each reports (its hooks
 /// documentation: `PermissionRequest` when it asks to approve a command,
@@ -161,18 +161,5 @@ pub(super) fn run(
                    so for several Codex terminals in Portal set it to false; Portal reads Codex's \
                    own status reports either way."
         .into();
-    match action {
-        HookAction::Status => Ok(report),
-        HookAction::Install => {
-            // Unchanged meaning keeps the file as it is, trust records and
-            // all: nothing for Codex to review again.
-            let after = if report.status == "installed" { text.clone() } else { installed };
-            let r = finish(report, &path, &text, after, existing.is_some(), dry_run)?;
-            Ok(Report { status: "installed", ..r })
-        }
-        HookAction::Uninstall => {
-            let r = finish(report, &path, &text, stripped, existing.is_some(), dry_run)?;
-            Ok(Report { status: "absent", ..r })
-        }
-    }
+    super::act(action, report, &path, &text, existing.is_some(), installed, stripped, dry_run)
 }

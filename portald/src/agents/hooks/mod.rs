@@ -169,6 +169,35 @@ fn write_atomic(path: &Path, text: &str) -> Result<(), HookError> {
     std::fs::rename(&tmp, path).map_err(|e| io("replacing", e))
 }
 
+/// Carries out `action` on a file whose text is `text` now, `installed`
+/// with Portal's hooks and `stripped` without them. An install that changes
+/// no meaning leaves the file as it is (the agent may have rewritten it in
+/// its own layout, or added its own records).
+#[allow(clippy::too_many_arguments, reason = "one call per format, each naming every piece")]
+fn act(
+    action: HookAction,
+    report: Report,
+    path: &Path,
+    text: &str,
+    existed: bool,
+    installed: String,
+    stripped: String,
+    dry_run: bool,
+) -> Result<Report, HookError> {
+    match action {
+        HookAction::Status => Ok(report),
+        HookAction::Install => {
+            let after = if report.status == "installed" { text.to_owned() } else { installed };
+            let r = finish(report, path, text, after, existed, dry_run)?;
+            Ok(Report { status: "installed", ..r })
+        }
+        HookAction::Uninstall => {
+            let r = finish(report, path, text, stripped, existed, dry_run)?;
+            Ok(Report { status: "absent", ..r })
+        }
+    }
+}
+
 fn finish(
     mut report: Report,
     path: &Path,
