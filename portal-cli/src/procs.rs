@@ -358,15 +358,19 @@ pub(crate) async fn program_query(client: &Client, program: String, out: JsonFla
     let p = client.rpc().program_query(pb::ProgramQueryRequest { program }).await?.into_inner();
     if out.json {
         print_json(
-            &json!({"program": p.program, "known": p.known, "needs_pty": p.known.then_some(p.needs_pty), "notes": p.known.then_some(&p.notes), "confirmed_count": p.known.then_some(p.confirmed_count)}),
+            &json!({"program": p.program, "known": p.known, "needs_pty": p.known.then_some(p.needs_pty), "notes": p.known.then_some(&p.notes), "confirmed_count": p.known.then_some(p.confirmed_count), "builtin": p.builtin}),
         );
     } else if p.known {
         let notes = if p.notes.is_empty() { String::new() } else { format!(" — {}", p.notes) };
+        let how = if p.builtin {
+            "built-in profile".to_owned()
+        } else {
+            format!("confirmed x{}", p.confirmed_count)
+        };
         println!(
-            "{}: needs a PTY: {}, confirmed x{}{notes}",
+            "{}: needs a PTY: {}, {how}{notes}",
             p.program,
-            if p.needs_pty { "yes" } else { "no" },
-            p.confirmed_count
+            if p.needs_pty { "yes" } else { "no" }
         );
     } else {
         println!("{}: not in the registry", p.program);

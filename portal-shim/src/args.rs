@@ -12,42 +12,38 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct StartArgs {
-    /// Program to run (a name looked up on PATH, or a path). No shell is
-    /// implied: for pipes or globbing run `sh` with args `["-c", "..."]`.
+    /// Program (on PATH, or a path). No shell: for pipes or globs run `sh`
+    /// with args ["-c", "..."].
     pub(crate) command: String,
-    /// Arguments.
     #[serde(default = "default_args")]
     pub(crate) args: Vec<String>,
-    /// Absolute working directory. Default: the directory the MCP client started Portal in.
+    /// Absolute working directory (default: the client's).
     #[serde(default)]
     pub(crate) cwd: Option<String>,
-    /// Environment variables to add or override.
+    /// Variables to add or override.
     #[serde(default)]
     pub(crate) env: Option<BTreeMap<String, String>>,
-    /// Idle timeout in ms: the process tree is killed when no tool call names
-    /// it for this long (its output is kept). 0 = none.
+    /// Kill the tree when no call names it for this many ms (0 = never).
     #[serde(default = "default_zero")]
     pub(crate) timeout_ms: u64,
-    /// Run on a pseudo-terminal. The default (false) is NOT a recommendation:
-    /// use true for anything interactive (REPLs, ssh, psql, gdb, TUIs, prompts).
+    /// Run on a terminal: true for anything interactive (REPLs, ssh, psql,
+    /// gdb, TUIs, prompts); false: pipes, stderr apart.
     #[serde(default = "default_false")]
     pub(crate) pty: bool,
-    /// Optional unique name to refer to the process by (instead of its id).
+    /// Unique name, usable wherever an id is.
     #[serde(default)]
     pub(crate) name: Option<String>,
-    /// PTY rows (default 24).
+    /// Terminal rows (default 24).
     #[serde(default)]
     pub(crate) rows: Option<u32>,
-    /// PTY columns (default 80).
+    /// Terminal columns (default 80).
     #[serde(default)]
     pub(crate) cols: Option<u32>,
-    /// Wait in the same call: "input" (until it waits for input, e.g. a
-    /// REPL's first prompt), "exit" (a one-shot command: its output and exit
-    /// code), or a text to wait for. The output is returned from its first
-    /// byte.
+    /// Wait in this call: "input" (its first prompt), "exit" (a one-shot
+    /// command's output and exit code) or a text to wait for.
     #[serde(default)]
     pub(crate) wait: Option<String>,
-    /// Timeout of `wait` in ms (default 30000, at most about 50 s).
+    /// Timeout of wait, ms (default 30000, at most ~50000).
     #[serde(default)]
     pub(crate) wait_timeout_ms: Option<u64>,
 }
@@ -56,25 +52,18 @@ pub(crate) struct StartArgs {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub(crate) enum Source {
-    /// Standard output (everything, for a PTY).
     Stdout,
-    /// Standard error (pipe mode).
     Stderr,
-    /// What was written to the program.
     Stdin,
-    /// Standard output and standard error, in the order produced.
     Both,
 }
 
-/// Which output to read for `process_read_new` (input is never "new output").
+// Which output to read for `process_read_new` (input is never "new output").
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub(crate) enum NewSource {
-    /// Standard output (everything, for a PTY).
     Stdout,
-    /// Standard error (pipe mode).
     Stderr,
-    /// Both, in the order produced.
     Both,
 }
 
@@ -82,13 +71,9 @@ pub(crate) enum NewSource {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub(crate) enum Unit {
-    /// Nanoseconds.
     Ns,
-    /// Microseconds.
     Us,
-    /// Milliseconds.
     Ms,
-    /// Seconds.
     S,
 }
 
@@ -123,16 +108,16 @@ fn default_zero() -> u64 {
 fn proc_ref(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
     schemars::json_schema!({
         "type": ["integer", "string"],
-        "description": "Process id, or the name given at start."
+        "description": "Process id or name."
     })
 }
 
 /// Several processes, each by id or name.
-fn proc_refs(g: &mut schemars::SchemaGenerator) -> schemars::Schema {
+fn proc_refs(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
     schemars::json_schema!({
         "type": "array",
-        "items": proc_ref(g),
-        "description": "Processes, by id or name."
+        "items": {"type": ["integer", "string"]},
+        "description": "Process ids or names."
     })
 }
 
@@ -144,24 +129,20 @@ fn default_args() -> Vec<String> {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct ReadArgs {
-    /// Process id.
     #[schemars(schema_with = "proc_ref")]
     pub(crate) id: u64,
-    /// Which output.
+    /// stdin is what was typed; both keeps output order.
     #[serde(default = "default_source")]
     pub(crate) source: Source,
-    /// Time window: output produced in the last `duration` units. Ignored
-    /// when `cursor` is given.
+    /// Window: the last `duration` units.
     #[serde(default = "default_duration")]
     pub(crate) duration: u64,
-    /// Unit of `duration`.
     #[serde(default = "default_unit")]
     pub(crate) unit: Unit,
-    /// Read forward from this cursor (from an earlier result) instead of a
-    /// time window; page through long output with the returned cursor.
+    /// Read forward from this cursor (from any result) instead of a window.
     #[serde(default)]
     pub(crate) cursor: Option<String>,
-    /// Most bytes of output to return (default 65536, at most 1048576).
+    /// Page size (default 65536, at most 1048576).
     #[serde(default)]
     pub(crate) max_bytes: Option<u64>,
 }
@@ -170,19 +151,16 @@ pub(crate) struct ReadArgs {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct ReadNewArgs {
-    /// Process id.
     #[schemars(schema_with = "proc_ref")]
     pub(crate) id: u64,
-    /// Which output.
+    /// Which output; both keeps their order.
     #[serde(default = "default_new_source")]
     pub(crate) source: NewSource,
-    /// Your own cursor from an earlier result: reads what came after it and
-    /// leaves the shared server-side cursor alone (use it when several agents
-    /// follow one process). Without it, the server-side cursor is used and moved.
+    /// Your own cursor: read after it and leave the shared one alone (when
+    /// several agents follow one process).
     #[serde(default)]
     pub(crate) cursor: Option<String>,
-    /// Most bytes of output to return (default 65536, at most 1048576); the
-    /// newest part is kept.
+    /// Page size (default 65536, at most 1048576; the newest is kept).
     #[serde(default)]
     pub(crate) max_bytes: Option<u64>,
 }
@@ -191,11 +169,10 @@ pub(crate) struct ReadNewArgs {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct WriteArgs {
-    /// Process id.
     #[schemars(schema_with = "proc_ref")]
     pub(crate) id: u64,
-    /// Text to write, verbatim (no newline is added). Control characters as
-    /// JSON escapes: "\r" Enter on a PTY, "\n" newline on pipes, "\u0003" Ctrl-C.
+    /// Verbatim: "\r" is Enter on a PTY (which echoes it), "\n" on pipes,
+    /// "\u0003" Ctrl-C.
     pub(crate) content: String,
 }
 
@@ -203,11 +180,9 @@ pub(crate) struct WriteArgs {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct SignalArgs {
-    /// Process id.
     #[schemars(schema_with = "proc_ref")]
     pub(crate) id: u64,
-    /// Signal name ("SIGINT", "TERM", "usr1") or number ("2"). Delivered
-    /// exactly, to the process group.
+    /// Name ("SIGINT", "TERM") or number ("2").
     pub(crate) signal: String,
 }
 
@@ -215,7 +190,6 @@ pub(crate) struct SignalArgs {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct IdArgs {
-    /// Process id (from process_start or process_list).
     #[schemars(schema_with = "proc_ref")]
     pub(crate) id: u64,
 }
@@ -229,13 +203,12 @@ pub(crate) struct NoArgs {}
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct ScreenArgs {
-    /// Process id (PTY mode).
     #[schemars(schema_with = "proc_ref")]
     pub(crate) id: u64,
-    /// Resize the terminal to this many columns first (the program gets SIGWINCH).
+    /// Resize to this many columns first.
     #[serde(default)]
     pub(crate) cols: Option<u32>,
-    /// Resize the terminal to this many rows first.
+    /// Resize to this many rows first.
     #[serde(default)]
     pub(crate) rows: Option<u32>,
 }
@@ -244,7 +217,7 @@ pub(crate) struct ScreenArgs {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct QueryArgs {
-    /// Program name or path ("ssh", "/usr/bin/psql", "GDB.EXE").
+    /// Name or path ("ssh", "/usr/bin/psql").
     pub(crate) program: String,
 }
 
@@ -252,12 +225,9 @@ pub(crate) struct QueryArgs {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct RecordArgs {
-    /// Program name or path.
     pub(crate) program: String,
-    /// Whether it needs a PTY.
     pub(crate) needs_pty: bool,
-    /// Notes, e.g. flag-dependent caveats. Replaces stored notes when given
-    /// (even ""); kept when omitted.
+    /// E.g. flag-dependent caveats; replaces the stored notes when given.
     #[serde(default)]
     pub(crate) notes: Option<String>,
 }
@@ -270,46 +240,38 @@ fn default_true() -> bool {
 #[derive(Debug, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct Until {
-    /// Text to wait for in the output (escapes stripped); with `regex`, a
-    /// regular expression (`^`/`$` match at line ends).
+    /// Text to wait for (escapes stripped).
     #[serde(default)]
     pub(crate) pattern: Option<String>,
-    /// `pattern` and `stop` are regular expressions.
+    /// pattern and stop are regexes (^/$ match at line ends).
     #[serde(default = "default_false")]
     pub(crate) regex: bool,
-    /// Look for `pattern` on the rendered screen instead (PTY; for TUIs).
+    /// Match pattern on the rendered screen (TUIs).
     #[serde(default = "default_false")]
     pub(crate) on_screen: bool,
-    /// Patterns that end the wait early as a failure, e.g. ["error:", "Password:"].
+    /// Patterns that end it early as a failure, e.g. ["error:"].
     #[serde(default)]
     pub(crate) stop: Vec<String>,
-    /// End once no output arrived for this many ms. "Stopped printing", not
-    /// "succeeded": a busy program can be quiet.
+    /// End after this many ms without output (quiet is not success).
     #[serde(default)]
     pub(crate) settle_ms: Option<u32>,
-    /// End once the rendered screen stayed unchanged for settle_ms (TUIs
-    /// whose spinners keep printing).
+    /// End once the screen is unchanged for settle_ms (spinners).
     #[serde(default = "default_false")]
     pub(crate) screen_stable: bool,
-    /// Give up after this many ms (default 30000). Values above the server's
-    /// ceiling (about 50 s) are lowered; the result says so. Call again with
-    /// the returned cursor to keep waiting.
+    /// Default 30000; above ~50000 is lowered (the result says so).
     #[serde(default)]
     pub(crate) timeout_ms: Option<u64>,
-    /// End after this many bytes of output; also bounds the returned output
-    /// (default 131072, newest kept).
+    /// End after this many bytes; also caps the output (default 131072).
     #[serde(default)]
     pub(crate) max_bytes: Option<u64>,
-    /// Include the rendered screen in the result.
+    /// Include the rendered screen.
     #[serde(default = "default_false")]
     pub(crate) snapshot: bool,
-    /// Also end when the program waits for input (input_requested). Default:
-    /// true when no pattern, settle_ms or screen_stable is given; false with
-    /// nothing else waits for the exit.
+    /// End when it waits for input (default: true unless pattern, settle_ms
+    /// or screen_stable is given).
     #[serde(default)]
     pub(crate) on_input: Option<bool>,
-    /// On a full-screen program, return the output stream instead of the
-    /// rendered screen.
+    /// Full-screen programs: return the output stream, not the screen.
     #[serde(default = "default_false")]
     pub(crate) raw_output: bool,
 }
@@ -318,15 +280,13 @@ pub(crate) struct Until {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct WaitArgs {
-    /// Process id.
     #[schemars(schema_with = "proc_ref")]
     pub(crate) id: u64,
-    /// Start from this cursor (from an earlier read or wait); default: where
-    /// the last process_read_new, process_wait or process_run stopped (the
-    /// start of output if nothing was read yet), which this call then moves.
+    /// Start here (default: where the last read_new, wait or run stopped,
+    /// which this call then moves).
     #[serde(default)]
     pub(crate) cursor: Option<String>,
-    /// Which output to watch.
+    /// Which output; both keeps their order.
     #[serde(default = "default_new_source")]
     pub(crate) source: NewSource,
     /// The conditions.
@@ -338,44 +298,33 @@ pub(crate) struct WaitArgs {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct RunArgs {
-    /// Process id.
     #[schemars(schema_with = "proc_ref")]
     pub(crate) id: u64,
-    /// The command or statement to type (multi-line text goes as one paste
-    /// when the program supports it).
+    /// The command to type (several lines go as one paste where supported).
     pub(crate) input: String,
-    /// Press Enter after the input.
     #[serde(default = "default_true")]
     pub(crate) enter: bool,
-    /// Conditions. Without pattern/settle_ms/screen_stable: a bash started
-    /// by Portal reports exactly when the command finished and its exit
-    /// status; a REPL is done when its prompt comes back; else output settles.
+    /// The conditions, as in process_wait.
     #[serde(flatten)]
     pub(crate) until: Until,
 }
 
-/// One item of `process_send_keys`.
+// One item of `process_send_keys`.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(untagged)]
 pub(crate) enum KeyArg {
-    /// A key name (Enter, Tab, Esc, Up, F5, C-c, M-x…); anything else is
-    /// typed as it is.
+    /// A key name, or text to type.
     Key(String),
-    /// Literal text to type.
-    Text {
-        /// The text.
-        text: String,
-    },
+    /// Text typed even if it is a key name.
+    Text { text: String },
 }
 
 /// Arguments of `process_send_keys`.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct SendKeysArgs {
-    /// Process id.
     #[schemars(schema_with = "proc_ref")]
     pub(crate) id: u64,
-    /// Keys and text, in order, e.g. ["Escape", ":wq", "Enter"] or ["C-c"].
     pub(crate) keys: Vec<KeyArg>,
 }
 
@@ -403,21 +352,15 @@ mod tests {
     }
 }
 
-/// An agent state name.
+// An agent state name.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub(crate) enum AgentStateArg {
-    /// Working on a turn.
     Running,
-    /// Needs a person or orchestrator.
     AwaitingInput,
-    /// Finished its turn.
     Done,
-    /// Alive with no task.
     Idle,
-    /// Gone.
     Exited,
-    /// No signal yet.
     Unknown,
 }
 
@@ -434,13 +377,13 @@ pub(crate) struct AgentListArgs {
 #[derive(Debug, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct AgentWatchArgs {
-    /// Cursor from the previous agent_watch; omit to get only changes from now.
+    /// From the previous agent_watch (default: changes from now on).
     #[serde(default)]
     pub(crate) cursor: Option<u64>,
-    /// How long to wait for a change, ms (default 30000, at most about 50000).
+    /// Default 30000, at most ~50000.
     #[serde(default)]
     pub(crate) timeout_ms: Option<u64>,
-    /// Only these agents (process ids).
+    /// Only these agents.
     #[serde(default)]
     #[schemars(schema_with = "proc_refs")]
     pub(crate) ids: Vec<u64>,
@@ -453,9 +396,7 @@ pub(crate) struct AgentWatchArgs {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub(crate) enum ModeArg {
-    /// Every agent.
     All,
-    /// The first one.
     Any,
 }
 
@@ -467,16 +408,14 @@ fn default_mode() -> ModeArg {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct AgentWaitArgs {
-    /// The agents' process ids.
     #[schemars(schema_with = "proc_refs")]
     pub(crate) ids: Vec<u64>,
-    /// Target states (default: awaiting_input, done, idle).
     #[serde(default)]
     pub(crate) states: Vec<AgentStateArg>,
-    /// Wait for all of them, or return when any gets there.
+    /// Wait for all (default) or the first.
     #[serde(default = "default_mode")]
     pub(crate) mode: ModeArg,
-    /// How long, ms (default 30000, at most about 50000; call again to keep waiting).
+    /// Default 30000, at most ~50000.
     #[serde(default)]
     pub(crate) timeout_ms: Option<u64>,
 }
@@ -485,21 +424,19 @@ pub(crate) struct AgentWaitArgs {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct AgentSendArgs {
-    /// The agents' process ids.
     #[schemars(schema_with = "proc_refs")]
     pub(crate) ids: Vec<u64>,
-    /// The prompt (multi-line text goes as one paste).
+    /// The prompt.
     pub(crate) text: String,
-    /// Wait until each agent is ready (awaiting_input, done or idle) before typing.
+    /// Wait until each is awaiting_input, done or idle.
     #[serde(default = "default_true")]
     pub(crate) wait_ready: bool,
-    /// Press Enter after the text.
     #[serde(default = "default_true")]
     pub(crate) enter: bool,
-    /// Idempotency key: retrying with the same key never types the prompt twice.
+    /// Idempotency key: the same key never types twice.
     #[serde(default)]
     pub(crate) key: Option<String>,
-    /// How long to wait for readiness, ms.
+    /// For readiness, ms.
     #[serde(default)]
     pub(crate) timeout_ms: Option<u64>,
 }
@@ -508,9 +445,7 @@ pub(crate) struct AgentSendArgs {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub(crate) enum HookActionArg {
-    /// Report what is installed.
     Status,
-    /// Install Portal's hooks (idempotent).
     Install,
 }
 
@@ -522,11 +457,8 @@ fn default_hook_action() -> HookActionArg {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub(crate) enum HookAgentArg {
-    /// Claude Code.
     Claude,
-    /// Codex.
     Codex,
-    /// Both.
     All,
 }
 
@@ -538,13 +470,13 @@ fn default_hook_agent() -> HookAgentArg {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct AgentHooksArgs {
-    /// status or install.
+    /// Default status.
     #[serde(default = "default_hook_action")]
     pub(crate) action: HookActionArg,
-    /// claude, codex or all.
+    /// Default all.
     #[serde(default = "default_hook_agent")]
     pub(crate) agent: HookAgentArg,
-    /// Show the change without writing.
+    /// Show the change, write nothing.
     #[serde(default = "default_false")]
     pub(crate) dry_run: bool,
 }

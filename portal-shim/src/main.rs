@@ -5,11 +5,13 @@
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
 mod args;
+mod catalog;
 mod errors;
 mod framing;
 mod link;
 mod results;
 mod schema;
+mod surface;
 mod tools;
 
 use std::path::PathBuf;
@@ -33,6 +35,12 @@ struct Cli {
     /// Never start portald; fail tool calls when it is not running
     #[arg(long, env = "PORTAL_NO_AUTOSTART", value_parser = clap::builder::BoolishValueParser::new())]
     no_autostart: bool,
+    /// Tool groups to offer, comma-separated: process, waits, agents, registry, or all
+    #[arg(long, env = surface::ENV_TOOLS, default_value = "all", value_name = "GROUPS")]
+    tools: String,
+    /// What the client may change: read-only (only tools that change nothing), no-kill (no tool that ends programs or deletes output), full
+    #[arg(long, env = surface::ENV_TIER, value_enum, default_value_t = surface::Tier::Full)]
+    tier: surface::Tier,
     /// Log filter for stderr (tracing EnvFilter syntax)
     #[arg(long, env = paths::ENV_LOG, default_value = "info")]
     log: String,
@@ -43,6 +51,8 @@ const FLUSH_AT_EXIT: std::time::Duration = std::time::Duration::from_secs(2);
 
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
+    let surface = surface::Surface::new(&cli.tools, cli.tier)
+        .map_err(|e| anyhow::anyhow!("--tools / {}: {e}", surface::ENV_TOOLS))?;
     let filter = tracing_subscriber::EnvFilter::try_new(&cli.log)
         .map_err(|e| anyhow::anyhow!("invalid log filter {:?}: {e}", cli.log))?;
     tracing_subscriber::fmt()
@@ -63,7 +73,7 @@ fn main() -> anyhow::Result<()> {
         .unwrap_or_else(|_| "/".into());
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     runtime.block_on(async move {
-        let shim = tools::Shim::new(Arc::new(link::DaemonLink::new(opts)), cwd);
+        let shim = tools::Shim::new(Arc::new(link::DaemonLink::new(opts)), surface, cwd);
         let io = framing::guard(tokio::io::stdin(), tokio::io::stdout());
         let service = shim.serve((io.input, io.output)).await?;
         service.waiting().await?;

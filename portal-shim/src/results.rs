@@ -228,6 +228,8 @@ pub(crate) struct Program {
     pub(crate) notes: Option<String>,
     /// Consecutive confirmations: 2 or more is settled, 1 should be re-verified.
     pub(crate) confirmed_count: Option<u32>,
+    /// The answer is Portal's built-in profile (nothing recorded yet).
+    pub(crate) builtin: bool,
 }
 
 impl From<pb::Program> for Program {
@@ -237,6 +239,7 @@ impl From<pb::Program> for Program {
             needs_pty: p.known.then_some(p.needs_pty),
             notes: p.known.then_some(p.notes),
             confirmed_count: p.known.then_some(p.confirmed_count),
+            builtin: p.builtin,
             program: p.program,
         }
     }
@@ -252,7 +255,12 @@ impl Program {
     pub(crate) fn query_text(&self) -> String {
         match (self.needs_pty, self.confirmed_count) {
             (Some(pty), Some(n)) => {
-                let mut s = format!("{}: needs_pty={}, confirmed x{n}", self.program, py_bool(pty));
+                let how = if self.builtin {
+                    "built-in profile".into()
+                } else {
+                    format!("confirmed x{n}")
+                };
+                let mut s = format!("{}: needs_pty={}, {how}", self.program, py_bool(pty));
                 if let Some(notes) = self.notes.as_deref().filter(|n| !n.is_empty()) {
                     let _ = write!(s, " — {notes}");
                 }
@@ -527,6 +535,7 @@ mod tests {
             needs_pty: Some(true),
             notes: Some("interactive".into()),
             confirmed_count: Some(2),
+            builtin: false,
         };
         assert_eq!(p.query_text(), "ssh: needs_pty=True, confirmed x2 — interactive");
         assert_eq!(p.record_text(), "Recorded ssh: needs_pty=True (confirmed x2).");
@@ -536,8 +545,11 @@ mod tests {
             needs_pty: None,
             notes: None,
             confirmed_count: None,
+            builtin: false,
         };
         assert_eq!(miss.query_text(), "ssh: not in registry — apply decision rules");
+        let profile = Program { builtin: true, confirmed_count: Some(0), ..p };
+        assert_eq!(profile.query_text(), "ssh: needs_pty=True, built-in profile — interactive");
     }
 }
 

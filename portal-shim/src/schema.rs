@@ -14,9 +14,17 @@
 //!   an `enum`;
 //! - no `$schema`, titles, `default: null`, or prose on the schema itself;
 //!   argument descriptions stay (that is how a model learns an argument),
-//!   on one line; result schemas keep their shape (properties and types)
-//!   and drop descriptions, bounds and `required` (the tool's description
-//!   says what it returns).
+//!   on one line; defaults that go without saying (`false`, `0`, `[]`),
+//!   `minimum: 0` and `additionalProperties: false` go (the shim refuses a
+//!   negative number or an unknown argument by name anyway);
+//! - definitions are written where they are used (each is used once or
+//!   twice, and a `$ref` with its `$defs` entry costs more than the copy);
+//!   the argument's own description wins over the definition's;
+//! - result schemas give the top level of the result: each field and its
+//!   type, nested objects as `object` (results are self-describing JSON, and
+//!   the tool's description names the fields that matter). Every client
+//!   that validates results does it on every call, so a shallow schema is
+//!   also a fast one.
 
 use serde_json::{Map, Value};
 
@@ -34,8 +42,17 @@ pub(crate) fn portable(mut schema: Map<String, Value>, side: Side) -> Map<String
     schema.remove("$schema");
     schema.remove("title");
     schema.remove("description");
+    if side == Side::Input {
+        schema.remove("additionalProperties");
+    }
     let mut root = Value::Object(schema);
     rewrite(&mut root, side);
+    if side == Side::Input {
+        root = inlined(root);
+    }
+    if side == Side::Output {
+        root = top_level(root);
+    }
     match root {
         Value::Object(map) => map,
         _ => Map::new(),
@@ -64,6 +81,12 @@ fn rewrite(v: &mut Value, side: Side) {
                     if let Some(Value::String(d)) = map.get_mut("description") {
                         *d = one_line(d);
                     }
+                    if map.get("minimum").is_some_and(|m| m == 0) {
+                        map.remove("minimum");
+                    }
+                    if map.get("default").is_some_and(goes_without_saying) {
+                        map.remove("default");
+                    }
                 }
             }
             drop_null_type(map);
@@ -76,6 +99,93 @@ fn rewrite(v: &mut Value, side: Side) {
         Value::Array(items) => items.iter_mut().for_each(|i| rewrite(i, side)),
         _ => {}
     }
+}
+
+/// The schema with every `$ref` replaced by its definition.
+fn inlined(root: Value) -> Value {
+    let Value::Object(mut root) = root else { return root };
+    let Some(defs) = root.remove("$defs") else { return Value::Object(root) };
+    let mut root = Value::Object(root);
+    substitute(&mut root, &defs);
+    root
+}
+
+fn substitute(v: &mut Value, defs: &Value) {
+    match v {
+        Value::Object(map) => {
+            let def = map
+                .get("$ref")
+                .and_then(Value::as_str)
+                .and_then(|r| r.strip_prefix("#/$defs/"))
+                .and_then(|name| defs.get(name))
+                .and_then(Value::as_object);
+            if let Some(def) = def {
+                map.remove("$ref");
+                for (k, x) in def {
+                    map.entry(k.clone()).or_insert_with(|| x.clone());
+                }
+            }
+            for (_, child) in map.iter_mut() {
+                substitute(child, defs);
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(|i| substitute(i, defs)),
+        _ => {}
+    }
+}
+
+/// A default a model would assume anyway.
+fn goes_without_saying(v: &Value) -> bool {
+    match v {
+        Value::Bool(b) => !b,
+        Value::Number(n) => n.as_f64() == Some(0.0),
+        Value::Array(a) => a.is_empty(),
+        Value::String(s) => s.is_empty(),
+        _ => false,
+    }
+}
+
+/// A result schema cut to its top level: each field with its type; nested
+/// objects are `object`, arrays of objects `array` of `object`.
+fn top_level(root: Value) -> Value {
+    let Value::Object(mut root) = root else { return root };
+    let defs = root.remove("$defs");
+    if let Some(Value::Object(props)) = root.get_mut("properties") {
+        for (_, p) in props.iter_mut() {
+            *p = shallow(p, defs.as_ref());
+        }
+    }
+    Value::Object(root)
+}
+
+/// One field's schema, without what lies below it.
+fn shallow(field: &Value, defs: Option<&Value>) -> Value {
+    let resolved = match field.get("$ref").and_then(Value::as_str) {
+        Some(r) => r.strip_prefix("#/$defs/").and_then(|name| defs?.get(name)).unwrap_or(field),
+        None => field,
+    };
+    let Some(map) = resolved.as_object() else { return resolved.clone() };
+    let mut out = Map::new();
+    if let Some(t) = map.get("type") {
+        out.insert("type".into(), t.clone());
+    } else if map.contains_key("properties") {
+        out.insert("type".into(), "object".into());
+    }
+    if let Some(e) = map.get("enum") {
+        out.insert("enum".into(), e.clone());
+    }
+    if let Some(items) = map.get("items") {
+        let inner = shallow(items, defs);
+        let scalar = inner.get("type").is_some_and(|t| t != "object" && t != "array");
+        let item = if scalar { inner } else { serde_json::json!({"type": "object"}) };
+        out.insert("items".into(), item);
+    }
+    if out.get("type").is_some_and(|t| t == "object")
+        && let Some(ap) = map.get("additionalProperties").filter(|a| a.is_object())
+    {
+        out.insert("additionalProperties".into(), shallow(ap, defs));
+    }
+    Value::Object(out)
 }
 
 /// Doc comments come with their line breaks; a schema wants one line.
@@ -205,14 +315,14 @@ mod tests {
             json!({
                 "type": "object",
                 "properties": {
-                    "id": {"description": "Process id.", "type": "integer", "minimum": 0},
+                    "id": {"description": "Process id.", "type": "integer"},
                     "limit": {"type": "integer"},
-                    "mode": {"$ref": "#/$defs/Mode"},
-                    "when": {"$ref": "#/$defs/Mode"}
+                    "mode": {"description": "How (pty: A terminal; pipes: Pipes).",
+                        "type": "string", "enum": ["pty", "pipes"]},
+                    "when": {"description": "How (pty: A terminal; pipes: Pipes).",
+                        "type": "string", "enum": ["pty", "pipes"]}
                 },
-                "required": ["id"],
-                "$defs": {"Mode": {"description": "How (pty: A terminal; pipes: Pipes).",
-                    "type": "string", "enum": ["pty", "pipes"]}}
+                "required": ["id"]
             })
         );
         let output = Value::Object(portable(generated, Side::Output)).to_string();

@@ -1,9 +1,11 @@
-//! The MCP server: the tool table (names, descriptions, input and output
-//! schemas, annotations) and one function per tool that converts arguments,
-//! calls `portald`, and renders the answer. The shim holds no process state:
-//! everything lives in the daemon, so a restarted shim sees it all.
+//! The MCP server: one function per tool that converts arguments, calls
+//! `portald`, and renders the answer (the tools themselves are described in
+//! `catalog.rs`). The shim holds no process state: everything lives in the
+//! daemon, so a restarted shim sees it all.
 
-use crate::schema::{Side, portable, without_nulls};
+use crate::catalog::ToolId;
+use crate::schema::without_nulls;
+use crate::surface::Surface;
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -13,12 +15,11 @@ use rmcp::ErrorData as McpError;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
     InitializeResult, JsonObject, ListToolsResult, PaginatedRequestParams, ServerCapabilities,
-    ServerConfig, Tool, ToolAnnotations,
+    ServerConfig, Tool,
 };
 use rmcp::model::{ProgressNotificationParam, ProgressToken};
 use rmcp::service::{Peer, RequestContext};
 use rmcp::{RoleServer, ServerHandler};
-use schemars::JsonSchema;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
@@ -58,6 +59,7 @@ const PROGRESS_LINE_CHARS: usize = 160;
 #[derive(Clone)]
 pub(crate) struct Shim {
     link: Arc<DaemonLink>,
+    surface: Arc<Surface>,
     tools: Arc<Vec<Tool>>,
     cwd: String,
 }
@@ -96,193 +98,6 @@ fn condition(u: &Until) -> pb::WaitCondition {
 
 fn by_id(id: u64) -> Option<pb::ProcRef> {
     Some(pb::ProcRef { target: Some(pb::proc_ref::Target::Id(id)) })
-}
-
-fn schema<T: JsonSchema>(side: Side) -> Arc<JsonObject> {
-    match serde_json::to_value(schemars::schema_for!(T)) {
-        Ok(serde_json::Value::Object(map)) => Arc::new(portable(map, side)),
-        _ => Arc::new(JsonObject::new()),
-    }
-}
-
-/// How a tool behaves, for clients deciding what to auto-approve.
-#[derive(Clone, Copy)]
-enum Kind {
-    /// Reads only; repeating it changes nothing.
-    ReadOnly,
-    /// Moves a read cursor only.
-    Cursor,
-    /// Runs or feeds arbitrary programs.
-    OpenWorld,
-    /// Kills or deletes.
-    Destructive,
-    /// Records a fact.
-    Mutating,
-}
-
-fn tool<A: JsonSchema, R: JsonSchema>(
-    name: &'static str,
-    title: &str,
-    kind: Kind,
-    description: &'static str,
-) -> Tool {
-    let base = ToolAnnotations::with_title(title);
-    let annotations = match kind {
-        Kind::ReadOnly => {
-            base.read_only(true).destructive(false).idempotent(true).open_world(false)
-        }
-        Kind::Cursor => base.read_only(true).destructive(false).idempotent(false).open_world(false),
-        Kind::OpenWorld => {
-            base.read_only(false).destructive(false).idempotent(false).open_world(true)
-        }
-        Kind::Destructive => {
-            base.read_only(false).destructive(true).idempotent(false).open_world(false)
-        }
-        Kind::Mutating => {
-            base.read_only(false).destructive(false).idempotent(false).open_world(false)
-        }
-    };
-    Tool::new(name, description, schema::<A>(Side::Input))
-        .with_raw_output_schema(schema::<R>(Side::Output))
-        .with_annotations(annotations)
-}
-
-/// Every tool, in the order agents see them.
-pub(crate) fn tool_table() -> Vec<Tool> {
-    vec![
-        tool::<StartArgs, Started>(
-            "process_start",
-            "Start a process",
-            Kind::OpenWorld,
-            "Start a program (exec'd directly, no shell) on a PTY or on pipes; it keeps running in portald across client restarts. Call program_query first. With wait: \"input\" returns at its first prompt, \"exit\" returns a one-shot command's output and exit code, or a text to wait for (output from the first byte). Returns the id, pid, status and a cursor; then process_run to type commands.",
-        ),
-        tool::<ReadArgs, Output>(
-            "process_read",
-            "Read output by time or cursor",
-            Kind::ReadOnly,
-            "Read output from the last `duration` (default 1000 ms), or forward from a `cursor`. Does not move the process_read_new cursors. Returns text with escapes removed, a cursor to continue, and how many bytes were left out (the newest part is kept for windows; cursor reads page forward). Use duration=10000 for a hang check.",
-        ),
-        tool::<ReadNewArgs, Output>(
-            "process_read_new",
-            "Read new output",
-            Kind::Cursor,
-            "Read the output produced since the last process_read_new (per source), or since your own `cursor`. Returns text with escapes removed, the next cursor, and (when the page limit cut it) how many earlier bytes were left out and a cursor to page through them with process_read. Then write more with process_write or call again.",
-        ),
-        tool::<WriteArgs, Written>(
-            "process_write",
-            "Write to a process",
-            Kind::OpenWorld,
-            "Write text verbatim to the program's input (no newline added). On a PTY, Enter is \"\\r\" and what you type is echoed back; one \"\\u0003\" is Ctrl-C. Returns the bytes written; then read the answer with process_read_new.",
-        ),
-        tool::<SignalArgs, Signalled>(
-            "process_signal",
-            "Signal a process",
-            Kind::OpenWorld,
-            "Send a signal (name or number) to the program's process group, exactly as asked, in both modes. Returns the signal number delivered. To interrupt a PTY program a process_write of \"\\u0003\" usually suffices.",
-        ),
-        tool::<NoArgs, Listed>(
-            "process_list",
-            "List processes",
-            Kind::ReadOnly,
-            "List every managed process (running and ended, until cleanup) with status, input_state (running, awaiting_input, awaiting_secret, idle, exited), exit, idle time and output bytes. Use it to find ids; process_inspect gives details.",
-        ),
-        tool::<IdArgs, Inspected>(
-            "process_inspect",
-            "Inspect a process",
-            Kind::ReadOnly,
-            "Show one process: command, args, cwd, env overrides, status, input_state (asked of the kernel now), exit code or signal, timeout, idle time and byte counts.",
-        ),
-        tool::<IdArgs, Inspected>(
-            "process_kill",
-            "Kill a process tree",
-            Kind::Destructive,
-            "Kill the process and everything it started (SIGKILL to its whole tree). Its output and final screen are kept; an exit already recorded is never overwritten. Returns the final status; process_cleanup removes it.",
-        ),
-        tool::<NoArgs, KilledAll>(
-            "process_kill_all",
-            "Kill every process",
-            Kind::Destructive,
-            "Kill every running process tree; output is kept. Returns the ids killed.",
-        ),
-        tool::<IdArgs, Done>(
-            "process_clear",
-            "Clear stored output",
-            Kind::Destructive,
-            "Delete the stored output (and input) of a process, which may keep running; process_read_new then returns only what comes after.",
-        ),
-        tool::<IdArgs, Done>(
-            "process_cleanup",
-            "Remove an ended process",
-            Kind::Destructive,
-            "Forget an ended process: its record, output and screen. Refused while it runs (process_kill first).",
-        ),
-        tool::<ScreenArgs, Screen>(
-            "process_screen",
-            "Show the terminal screen",
-            Kind::ReadOnly,
-            "Show what a PTY program's terminal displays now (rows, cursor, and whether the alternate screen of vim/less/htop is in use); use it for TUIs instead of reading raw output. Optional cols/rows resize the terminal first. Works after exit too.",
-        ),
-        tool::<WaitArgs, Waited>(
-            "process_wait",
-            "Wait for output, quiet, a screen or the exit",
-            Kind::ReadOnly,
-            "Block until the first of: the program waits for input (default; reason input_requested with the `prompt`), `pattern` appears (or a `stop` pattern: fast failure), output settles (settle_ms), the screen stops changing (screen_stable), the process exits, the byte cap, or the timeout (default 30 s, at most about 50 s per call). Without a cursor it starts where the last read_new/wait/run stopped. Returns the reason, the new output and a cursor; a timeout is a result: call again. Wait, don't poll.",
-        ),
-        tool::<RunArgs, Waited>(
-            "process_run",
-            "Type a command and wait for its result",
-            Kind::OpenWorld,
-            "Type `input` (then Enter) and wait for the result in one call, with no output missed. Returns when the program waits for input again, on any prompt (reason input_requested, the `prompt` it shows, the output without echo or prompt; awaiting_secret for passwords), or exits; a busy program never ends it early. In a bash started by Portal: when the command finished, with command_exit_code. Full-screen programs return their screen. Add pattern/stop/settle_ms to decide yourself. Prefer it over process_write + reads.",
-        ),
-        tool::<SendKeysArgs, KeysSent>(
-            "process_send_keys",
-            "Press keys",
-            Kind::OpenWorld,
-            "Press keys and type text in order, one at a time, like tmux send-keys: [\"Escape\", \":q!\", \"Enter\"], [\"C-c\"], [\"Up\", \"Enter\"]. Key names: Enter, Tab, Esc, Backspace, Space, Up, Down, Left, Right, Home, End, PageUp, PageDown, Delete, F1-F12, C-a..C-z, M-x; anything else is typed as it is ({\"text\": \"Enter\"} types the word). Then check with process_screen or process_wait.",
-        ),
-        tool::<AgentListArgs, AgentsListed>(
-            "agent_list",
-            "List coding agents",
-            Kind::ReadOnly,
-            "List the coding agents (Claude Code, Codex...) running in Portal's terminals, most urgent first: awaiting_input, done, running, idle, unknown, exited; with where each state came from (hooks are exact, heuristics are guesses). Then agent_wait or agent_send.",
-        ),
-        tool::<AgentWatchArgs, AgentsWatched>(
-            "agent_watch",
-            "Watch agent state changes",
-            Kind::ReadOnly,
-            "Block until some agent changes state (after `cursor`), then return the changes and a new cursor; empty at the timeout. Call it in a loop to follow a fleet without polling.",
-        ),
-        tool::<AgentWaitArgs, AgentOutcomes>(
-            "agent_wait",
-            "Wait for agents",
-            Kind::ReadOnly,
-            "Wait until one agent, or all/any of several, reach a state (default: awaiting_input, done or idle). Returns per agent: reached, timeout, exited or vanished, with its state. A timeout is a result: call again.",
-        ),
-        tool::<AgentSendArgs, AgentOutcomes>(
-            "agent_send",
-            "Send a prompt to agents",
-            Kind::OpenWorld,
-            "Type a prompt into agents once each is ready, then Enter (separately, as their TUIs need). With `key`, a retried call never types it twice. Returns per agent whether it was sent. Then agent_wait for done.",
-        ),
-        tool::<AgentHooksArgs, HooksReported>(
-            "agent_hooks",
-            "Agent hooks status and install",
-            Kind::Mutating,
-            "Report or install the hooks that make Claude Code and Codex report their exact state to Portal (done, awaiting permission...). Install is idempotent and leaves the rest of the settings untouched; Codex also needs the user to trust the hooks in its /hooks view.",
-        ),
-        tool::<QueryArgs, Program>(
-            "program_query",
-            "Does a program need a PTY?",
-            Kind::ReadOnly,
-            "Look a program up in the shared registry of whether it needs a PTY. A hit decides (read its notes); confirmed x2 or more is settled; a miss means apply the rules in the instructions.",
-        ),
-        tool::<RecordArgs, Program>(
-            "program_record",
-            "Record whether a program needs a PTY",
-            Kind::Mutating,
-            "Record what you learned about a program (negatives too). The same conclusion again raises its count; a different one resets it to 1. Notes replace the stored ones when given.",
-        ),
-    ]
 }
 
 fn ok<T: Serialize>(text: String, value: &T) -> ToolResult {
@@ -343,10 +158,12 @@ fn cursor_arg(c: &str) -> Result<pb::Cursor, String> {
 }
 
 impl Shim {
-    /// A shim talking to the daemon through `link`; `cwd` is the default
-    /// working directory for started programs.
-    pub(crate) fn new(link: Arc<DaemonLink>, cwd: String) -> Self {
-        Self { link, tools: Arc::new(tool_table()), cwd }
+    /// A shim talking to the daemon through `link`, offering the tools of
+    /// `surface`; `cwd` is the default working directory for started
+    /// programs.
+    pub(crate) fn new(link: Arc<DaemonLink>, surface: Surface, cwd: String) -> Self {
+        let tools = surface.tools().map(ToolId::tool).collect();
+        Self { link, surface: Arc::new(surface), tools: Arc::new(tools), cwd }
     }
 
     async fn call<T, F, Fut>(&self, id: Option<u64>, f: F) -> Result<T, String>
@@ -393,15 +210,18 @@ impl Shim {
         Ok(())
     }
 
+    /// Runs the tool `name`; `None` when there is no such tool.
     async fn dispatch(
         &self,
         name: &str,
         mut args: JsonObject,
         progress: Progress,
     ) -> Option<ToolResult> {
-        if self.tools.iter().any(|t| t.name == name)
-            && let Err(e) = self.resolve_names(&mut args).await
-        {
+        let tool = ToolId::from_name(name)?;
+        if !self.surface.offers(tool) {
+            return Some(Err(self.surface.refusal(tool)));
+        }
+        if let Err(e) = self.resolve_names(&mut args).await {
             return Some(Err(e));
         }
         macro_rules! run {
@@ -411,49 +231,36 @@ impl Shim {
                     Err(e) => Err(e),
                 }
             };
+            ($method:ident, progress) => {
+                match parse(name, args) {
+                    Ok(a) => self.$method(a, progress).await,
+                    Err(e) => Err(e),
+                }
+            };
         }
-        Some(match name {
-            "process_start" => match parse(name, args) {
-                Ok(a) => self.start(a, progress).await,
-                Err(e) => Err(e),
-            },
-            "process_read" => run!(read),
-            "process_read_new" => run!(read_new),
-            "process_write" => run!(write),
-            "process_signal" => run!(signal),
-            "process_list" => run!(list),
-            "process_inspect" => run!(inspect),
-            "process_kill" => run!(kill),
-            "process_kill_all" => run!(kill_all),
-            "process_clear" => run!(clear),
-            "process_cleanup" => run!(cleanup),
-            "process_screen" => run!(screen),
-            "process_wait" => match parse(name, args) {
-                Ok(a) => self.wait(a, progress).await,
-                Err(e) => Err(e),
-            },
-            "process_run" => match parse(name, args) {
-                Ok(a) => self.run(a, progress).await,
-                Err(e) => Err(e),
-            },
-            "process_send_keys" => run!(send_keys),
-            "agent_list" => run!(agent_list),
-            "agent_watch" => match parse(name, args) {
-                Ok(a) => self.agent_watch(a, progress).await,
-                Err(e) => Err(e),
-            },
-            "agent_wait" => match parse(name, args) {
-                Ok(a) => self.agent_wait(a, progress).await,
-                Err(e) => Err(e),
-            },
-            "agent_send" => match parse(name, args) {
-                Ok(a) => self.agent_send(a, progress).await,
-                Err(e) => Err(e),
-            },
-            "agent_hooks" => run!(agent_hooks),
-            "program_query" => run!(program_query),
-            "program_record" => run!(program_record),
-            _ => return None,
+        Some(match tool {
+            ToolId::ProcessStart => run!(start, progress),
+            ToolId::ProcessRead => run!(read),
+            ToolId::ProcessReadNew => run!(read_new),
+            ToolId::ProcessWrite => run!(write),
+            ToolId::ProcessSignal => run!(signal),
+            ToolId::ProcessList => run!(list),
+            ToolId::ProcessInspect => run!(inspect),
+            ToolId::ProcessKill => run!(kill),
+            ToolId::ProcessKillAll => run!(kill_all),
+            ToolId::ProcessClear => run!(clear),
+            ToolId::ProcessCleanup => run!(cleanup),
+            ToolId::ProcessScreen => run!(screen),
+            ToolId::ProcessWait => run!(wait, progress),
+            ToolId::ProcessRun => run!(run, progress),
+            ToolId::ProcessSendKeys => run!(send_keys),
+            ToolId::AgentList => run!(agent_list),
+            ToolId::AgentWatch => run!(agent_watch, progress),
+            ToolId::AgentWait => run!(agent_wait, progress),
+            ToolId::AgentSend => run!(agent_send, progress),
+            ToolId::AgentHooks => run!(agent_hooks),
+            ToolId::ProgramQuery => run!(program_query),
+            ToolId::ProgramRecord => run!(program_record),
         })
     }
 
@@ -1117,8 +924,12 @@ impl Shim {
 
 impl ServerHandler for Shim {
     fn get_info(&self) -> ServerConfig {
+        let instructions = match self.surface.note() {
+            Some(note) => format!("{INSTRUCTIONS}\n{note}\n"),
+            None => INSTRUCTIONS.to_owned(),
+        };
         let mut info = InitializeResult::new(ServerCapabilities::builder().enable_tools().build())
-            .with_instructions(INSTRUCTIONS);
+            .with_instructions(instructions);
         info.server_info = Implementation::new("portal", env!("CARGO_PKG_VERSION"));
         info
     }
@@ -1172,39 +983,5 @@ mod tests {
     #[test]
     fn instructions_are_compact() {
         assert!(INSTRUCTIONS.len() < 2048, "instructions are {} bytes", INSTRUCTIONS.len());
-    }
-
-    #[test]
-    fn schemas_are_plain_json_schema_every_sdk_validates() {
-        for t in tool_table() {
-            let text = format!(
-                "{}{}",
-                serde_json::Value::Object((*t.input_schema).clone()),
-                t.output_schema
-                    .as_ref()
-                    .map_or(String::new(), |o| serde_json::Value::Object((**o).clone())
-                        .to_string())
-            );
-            for bad in ["\"format\"", "\"null\"", "$schema", "\"oneOf\""] {
-                assert!(!text.contains(bad), "{}: {bad} in {text}", t.name);
-            }
-        }
-    }
-
-    #[test]
-    fn every_tool_has_schemas_and_annotations() {
-        let tools = tool_table();
-        assert_eq!(tools.len(), 22);
-        for t in &tools {
-            assert_eq!(
-                t.input_schema.get("type").and_then(|v| v.as_str()),
-                Some("object"),
-                "{}",
-                t.name
-            );
-            assert!(t.output_schema.is_some(), "{}", t.name);
-            assert!(t.annotations.is_some(), "{}", t.name);
-            assert!(t.description.as_ref().is_some_and(|d| d.len() > 40), "{}", t.name);
-        }
     }
 }

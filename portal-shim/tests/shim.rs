@@ -48,7 +48,19 @@ fn daemon_binary() -> PathBuf {
 }
 
 async fn spawn_shim(socket: &Path, data_dir: &Path, autostart: bool) -> Shim {
+    spawn_shim_with(socket, data_dir, autostart, &[], &[]).await
+}
+
+/// A shim started with extra flags and environment variables.
+async fn spawn_shim_with(
+    socket: &Path,
+    data_dir: &Path,
+    autostart: bool,
+    args: &[&str],
+    env: &[(&str, &str)],
+) -> Shim {
     let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_portal-shim"));
+    cmd.env_remove("PORTAL_TOOLS").env_remove("PORTAL_TIER").args(args).envs(env.iter().copied());
     cmd.env("PORTAL_SOCKET", socket)
         .env("PORTAL_DATA_DIR", data_dir)
         .env("PORTAL_DAEMON", daemon_binary())
@@ -153,23 +165,31 @@ async fn lists_every_tool_with_schemas_and_annotations() {
     assert_eq!(read["duration"]["default"], json!(1000));
     assert_eq!(read["unit"]["default"], json!("ms"));
     assert_eq!(read["source"]["default"], json!("both"));
-    assert_eq!(props["pty"]["default"], json!(false));
-    assert_eq!(props["timeout_ms"]["default"], json!(0));
+    // Defaults that go without saying are left out.
+    assert_eq!(props["pty"].get("default"), None);
+    assert_eq!(props["timeout_ms"].get("default"), None);
     for t in &tools {
         assert!(t.output_schema.is_some(), "{} has no outputSchema", t.name);
     }
+    // Hints are sent only where they differ from the spec's defaults (not
+    // read-only, destructive, open world).
     let ann = |n: &str| get(n).annotations.clone().unwrap();
     for ro in ["process_list", "process_inspect", "process_read", "process_screen", "program_query"]
     {
         assert_eq!(ann(ro).read_only_hint, Some(true), "{ro}");
     }
-    for destructive in ["process_kill", "process_kill_all", "process_clear", "process_cleanup"] {
-        assert_eq!(ann(destructive).destructive_hint, Some(true), "{destructive}");
-    }
-    for open in
-        ["process_start", "process_write", "process_signal", "process_run", "process_send_keys"]
+    for destructive in
+        ["process_kill", "process_kill_all", "process_clear", "process_cleanup", "process_signal"]
     {
-        assert_eq!(ann(open).open_world_hint, Some(true), "{open}");
+        let a = ann(destructive);
+        assert!(
+            a.read_only_hint != Some(true) && a.destructive_hint != Some(false),
+            "{destructive}"
+        );
+    }
+    for open in ["process_start", "process_write", "process_run", "process_send_keys"] {
+        let a = ann(open);
+        assert!(a.open_world_hint != Some(false) && a.destructive_hint == Some(false), "{open}");
     }
     d.stop().await;
 }
@@ -359,8 +379,13 @@ async fn errors_are_tool_results_with_hints() {
 #[tokio::test]
 async fn registry_tools_keep_the_original_wording() {
     let (d, shim) = with_daemon().await;
-    let (t, _) = shim.ok("program_query", json!({"program": "psql"})).await;
-    assert_eq!(t, "psql: not in registry — apply decision rules");
+    let (t, _) = shim.ok("program_query", json!({"program": "frobnicate"})).await;
+    assert_eq!(t, "frobnicate: not in registry — apply decision rules");
+    // Common programs answer on first use, from Portal's built-in profiles.
+    let (t, s) = shim.ok("program_query", json!({"program": "/usr/bin/psql"})).await;
+    assert!(t.starts_with("psql: needs_pty=True, built-in profile — "), "{t}");
+    assert_eq!((s["builtin"].clone(), s["known"].clone()), (json!(true), json!(true)));
+    assert!(s["notes"].as_str().unwrap().contains("PAGER=cat"), "{s}");
     let (t, _) = shim
         .ok(
             "program_record",
@@ -369,8 +394,9 @@ async fn registry_tools_keep_the_original_wording() {
         .await;
     assert_eq!(t, "Recorded psql: needs_pty=True (confirmed x1).");
     let (t, s) = shim.ok("program_query", json!({"program": "psql"})).await;
+    // What was recorded here wins over the profile.
     assert_eq!(t, "psql: needs_pty=True, confirmed x1 — interactive");
-    assert_eq!(s["confirmed_count"], json!(1));
+    assert_eq!((s["confirmed_count"].clone(), s["builtin"].clone()), (json!(1), json!(false)));
     d.stop().await;
 }
 
@@ -636,5 +662,79 @@ async fn every_tool_takes_a_name_where_it_takes_an_id() {
     assert!(e.contains("id: no process is named \"nobody\""), "{e}");
     let e = shim.err("agent_send", json!({"ids": [1, "nobody"], "text": "x"})).await;
     assert!(e.contains("ids[1]: no process is named \"nobody\""), "{e}");
+    d.stop().await;
+}
+
+#[tokio::test]
+async fn tool_sets_and_tiers_limit_what_is_listed_and_called() {
+    let d = TestDaemon::start().await;
+    let data = d.dir.path().join("data");
+    let names = |tools: &[rmcp::model::Tool]| -> Vec<String> {
+        tools.iter().map(|t| t.name.to_string()).collect()
+    };
+
+    let shim = spawn_shim_with(
+        &d.socket(),
+        &data,
+        false,
+        &["--tools", "process,waits", "--tier", "no-kill"],
+        &[],
+    )
+    .await;
+    let listed = names(&shim.client.list_all_tools().await.unwrap());
+    for shown in ["process_start", "process_run", "process_wait", "process_write", "process_list"] {
+        assert!(listed.iter().any(|n| n == shown), "{shown} missing from {listed:?}");
+    }
+    for hidden in [
+        "process_kill",
+        "process_kill_all",
+        "process_signal",
+        "process_clear",
+        "process_cleanup",
+        "agent_list",
+        "program_query",
+    ] {
+        assert!(!listed.iter().any(|n| n == hidden), "{hidden} listed: {listed:?}");
+    }
+    let instructions = shim.client.peer_info().unwrap().instructions.clone().unwrap();
+    assert!(instructions.contains("groups: process, waits; tier: no-kill"), "{instructions}");
+    let (_, s) = shim.ok("process_start", json!({"command": "cat", "name": "kept"})).await;
+    let id = s["process"]["id"].as_u64().unwrap();
+    let e = shim.err("process_kill", json!({"id": id})).await;
+    assert!(e.contains("process_kill is not allowed") && e.contains("\"no-kill\""), "{e}");
+    let e = shim.err("agent_list", json!({})).await;
+    assert!(e.contains("group \"agents\" is not enabled"), "{e}");
+    // Refused means untouched.
+    let p = d
+        .rpc()
+        .inspect(pb::InspectRequest {
+            proc: Some(pb::ProcRef { target: Some(pb::proc_ref::Target::Id(id)) }),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(p.status(), pb::Status::Running);
+
+    // The environment chooses too: a read-only server lists only tools that change nothing.
+    let ro = spawn_shim_with(&d.socket(), &data, false, &[], &[("PORTAL_TIER", "read-only")]).await;
+    let tools = ro.client.list_all_tools().await.unwrap();
+    assert!(tools.len() >= 8, "{:?}", names(&tools));
+    for t in &tools {
+        assert_eq!(t.annotations.as_ref().and_then(|a| a.read_only_hint), Some(true), "{}", t.name);
+    }
+    let (_, s) = ro.ok("process_read", json!({"id": "kept"})).await;
+    assert_eq!(s["id"], json!(id));
+    let e = ro.err("process_start", json!({"command": "true"})).await;
+    assert!(e.contains("\"read-only\""), "{e}");
+
+    // A misspelt group stops the shim at once, naming it.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_portal-shim"))
+        .args(["--tools", "process,agnets"])
+        .env("PORTAL_SOCKET", d.socket())
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && stderr.contains("\"agnets\""), "{stderr}");
     d.stop().await;
 }

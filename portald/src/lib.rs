@@ -11,7 +11,8 @@
 //! - `grpc`: the service; wire ⇄ domain conversion and validation; the one
 //!   error → status table; the peer-uid check.
 //! - `daemon`: the domain facade the service calls.
-//! - `registry`: id/name → process handle.
+//! - `registry`: id/name → process handle. `profiles`: built-in answers of
+//!   the program registry (`program_query`) for common programs.
 //! - `proc`: one actor per managed process (`proc::actor`), spawning and
 //!   I/O threads (`proc::spawn`), signals.
 //! - `reads`: paged reads and follow streams.
@@ -32,6 +33,7 @@ mod fuzz;
 mod grpc;
 mod osc;
 mod proc;
+mod profiles;
 mod reads;
 mod registry;
 mod screen;

@@ -600,7 +600,8 @@ pub(crate) fn snapshot_pb(h: &ProcHandle, s: Snapshot) -> pb::ScreenSnapshot {
     }
 }
 
-/// A registry entry on the wire.
+/// A registry entry on the wire: what was recorded, else the built-in
+/// profile, else unknown.
 pub(crate) fn program_pb(program: String, row: Option<ProgramRow>) -> pb::Program {
     match row {
         Some(r) => pb::Program {
@@ -610,8 +611,19 @@ pub(crate) fn program_pb(program: String, row: Option<ProgramRow>) -> pb::Progra
             notes: r.notes,
             confirmed_count: r.confirmed_count,
             last_confirmed_at_ns: r.last_confirmed_at_ns,
+            builtin: false,
         },
-        None => pb::Program { program, ..Default::default() },
+        None => match crate::profiles::profile(&program) {
+            Some(p) => pb::Program {
+                program,
+                known: true,
+                needs_pty: p.needs_pty,
+                notes: p.notes.to_owned(),
+                builtin: true,
+                ..Default::default()
+            },
+            None => pb::Program { program, ..Default::default() },
+        },
     }
 }
 

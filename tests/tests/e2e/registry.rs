@@ -13,9 +13,13 @@ async fn registry_rules() {
         needs_pty,
         notes: notes.map(str::to_owned),
     };
-    let miss = rpc.program_query(query("ssh")).await.unwrap().into_inner();
-    assert!(!miss.known);
-    assert_eq!(miss.program, "ssh");
+    let miss = rpc.program_query(query("frobnicate")).await.unwrap().into_inner();
+    assert!(!miss.known && !miss.builtin);
+    assert_eq!(miss.program, "frobnicate");
+    // Common programs are known before anything is recorded: a built-in profile.
+    let profile = rpc.program_query(query("ssh")).await.unwrap().into_inner();
+    assert!(profile.known && profile.builtin && profile.needs_pty, "{profile:?}");
+    assert_eq!(profile.confirmed_count, 0);
     let r = rpc
         .program_record(record("/usr/bin/SSH.exe", true, Some("interactive")))
         .await
@@ -33,8 +37,9 @@ async fn registry_rules() {
     // Notes given as "" replace them.
     let r = rpc.program_record(record("ssh", false, Some(""))).await.unwrap().into_inner();
     assert_eq!((r.confirmed_count, r.notes.as_str()), (2, ""));
+    // What was recorded wins over the profile.
     let hit = rpc.program_query(query("SSH")).await.unwrap().into_inner();
-    assert!(hit.known && !hit.needs_pty && hit.confirmed_count == 2);
+    assert!(hit.known && !hit.builtin && !hit.needs_pty && hit.confirmed_count == 2);
     rpc.program_record(record("gdb", true, None)).await.unwrap();
     assert!(rpc.program_query(query("GDB.EXE")).await.unwrap().into_inner().known);
     let err = rpc.program_query(query("/usr/bin/")).await.unwrap_err();

@@ -1,0 +1,411 @@
+//! The tool catalog: every tool's name, group, kind, description and
+//! schemas, in the order agents see them. A tool is named once, here; the
+//! handlers in `tools.rs` match on [`ToolId`], so a tool cannot be listed
+//! without a handler or handled without being listed.
+
+use std::sync::Arc;
+
+use rmcp::model::{JsonObject, Tool, ToolAnnotations};
+use schemars::JsonSchema;
+
+use crate::args::{
+    AgentHooksArgs, AgentListArgs, AgentSendArgs, AgentWaitArgs, AgentWatchArgs, IdArgs, NoArgs,
+    QueryArgs, ReadArgs, ReadNewArgs, RecordArgs, RunArgs, ScreenArgs, SendKeysArgs, SignalArgs,
+    StartArgs, Until, WaitArgs, WriteArgs,
+};
+use crate::results::{
+    AgentOutcomes, AgentsListed, AgentsWatched, Done, HooksReported, Inspected, KeysSent,
+    KilledAll, Listed, Output, Program, Screen, Signalled, Started, Waited, Written,
+};
+use crate::schema::{Side, portable};
+
+/// A group of tools a server can be limited to (`--tools`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum Group {
+    /// Start, read, write, signal, list, inspect, kill, clean up; screens and keys.
+    Process,
+    /// Blocking waits: process_wait and process_run.
+    Waits,
+    /// The agent monitor: list, watch, wait for and send to coding agents.
+    Agents,
+    /// The shared registry of which programs need a PTY.
+    Registry,
+}
+
+impl Group {
+    /// Every group, in the order the README lists them.
+    pub(crate) const ALL: [Group; 4] =
+        [Group::Process, Group::Waits, Group::Agents, Group::Registry];
+
+    /// The name used in flags and the environment.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Group::Process => "process",
+            Group::Waits => "waits",
+            Group::Agents => "agents",
+            Group::Registry => "registry",
+        }
+    }
+}
+
+/// What a tool may change, which decides the tiers it appears in and the
+/// hints clients use to decide what to auto-approve.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Kind {
+    /// Changes nothing; repeating it gives the same answer.
+    ReadOnly,
+    /// Changes nothing but a read cursor or a wait's position.
+    Cursor,
+    /// Runs or feeds arbitrary programs.
+    OpenWorld,
+    /// Ends programs or deletes what Portal keeps.
+    Destructive,
+    /// Records a fact or writes a settings file.
+    Mutating,
+}
+
+/// One tool. The order of [`ToolId::ALL`] is the order of `tools/list`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum ToolId {
+    ProcessStart,
+    ProcessRead,
+    ProcessReadNew,
+    ProcessWrite,
+    ProcessSignal,
+    ProcessList,
+    ProcessInspect,
+    ProcessKill,
+    ProcessKillAll,
+    ProcessClear,
+    ProcessCleanup,
+    ProcessScreen,
+    ProcessWait,
+    ProcessRun,
+    ProcessSendKeys,
+    AgentList,
+    AgentWatch,
+    AgentWait,
+    AgentSend,
+    AgentHooks,
+    ProgramQuery,
+    ProgramRecord,
+}
+
+impl ToolId {
+    /// Every tool, in listing order.
+    pub(crate) const ALL: [ToolId; 22] = [
+        ToolId::ProcessStart,
+        ToolId::ProcessRead,
+        ToolId::ProcessReadNew,
+        ToolId::ProcessWrite,
+        ToolId::ProcessSignal,
+        ToolId::ProcessList,
+        ToolId::ProcessInspect,
+        ToolId::ProcessKill,
+        ToolId::ProcessKillAll,
+        ToolId::ProcessClear,
+        ToolId::ProcessCleanup,
+        ToolId::ProcessScreen,
+        ToolId::ProcessWait,
+        ToolId::ProcessRun,
+        ToolId::ProcessSendKeys,
+        ToolId::AgentList,
+        ToolId::AgentWatch,
+        ToolId::AgentWait,
+        ToolId::AgentSend,
+        ToolId::AgentHooks,
+        ToolId::ProgramQuery,
+        ToolId::ProgramRecord,
+    ];
+
+    /// The tool a client calls by `name`, if there is one.
+    pub(crate) fn from_name(name: &str) -> Option<ToolId> {
+        ToolId::ALL.into_iter().find(|t| t.name() == name)
+    }
+
+    /// The name clients call it by (the original Portal's where it had one).
+    pub(crate) fn name(self) -> &'static str {
+        self.spec().name
+    }
+
+    /// Its group.
+    pub(crate) fn group(self) -> Group {
+        self.spec().group
+    }
+
+    /// What it may change.
+    pub(crate) fn kind(self) -> Kind {
+        self.spec().kind
+    }
+
+    /// The tool as `tools/list` shows it.
+    pub(crate) fn tool(self) -> Tool {
+        let s = self.spec();
+        Tool::new(s.name, s.description, (s.input)())
+            .with_raw_output_schema((s.output)())
+            .with_annotations(annotations(s.kind))
+    }
+
+    fn spec(self) -> Spec {
+        use Group::{Agents, Process, Registry, Waits};
+        use Kind::{Cursor, Destructive, Mutating, OpenWorld, ReadOnly};
+        match self {
+            ToolId::ProcessStart => spec::<StartArgs, Started>(
+                "process_start",
+                Process,
+                OpenWorld,
+                "Start a program (exec'd, no shell) on a PTY or on pipes; it lives on in portald across client restarts. Returns id, status and a cursor; then process_run to type commands.",
+            ),
+            ToolId::ProcessRead => spec::<ReadArgs, Output>(
+                "process_read",
+                Process,
+                ReadOnly,
+                "Read output of the last `duration` (default 1 s; 10 s for a hang check), or forward from a `cursor`. Escapes removed; returns text, a next cursor and how many bytes were left out (windows keep the newest). Moves no cursor.",
+            ),
+            ToolId::ProcessReadNew => spec::<ReadNewArgs, Output>(
+                "process_read_new",
+                Process,
+                Cursor,
+                "Read output since the last process_read_new, process_wait or process_run (or since your `cursor`). Escapes removed; returns text, the next cursor and, if the page was cut, a cursor for process_read to page through the omitted part.",
+            ),
+            ToolId::ProcessWrite => spec::<WriteArgs, Written>(
+                "process_write",
+                Process,
+                OpenWorld,
+                "Write text verbatim to the program's input, no newline added. Prefer process_run to type a command and get its result.",
+            ),
+            ToolId::ProcessSignal => spec::<SignalArgs, Signalled>(
+                "process_signal",
+                Process,
+                Destructive,
+                "Send a signal to the program's process group, exactly as asked. To interrupt a PTY program, writing \"\\u0003\" usually suffices.",
+            ),
+            ToolId::ProcessList => spec::<NoArgs, Listed>(
+                "process_list",
+                Process,
+                ReadOnly,
+                "List every process (running and ended) with id, name, status, input_state (running, awaiting_input, awaiting_secret, idle, exited), exit, idle time and bytes.",
+            ),
+            ToolId::ProcessInspect => spec::<IdArgs, Inspected>(
+                "process_inspect",
+                Process,
+                ReadOnly,
+                "One process in full: command, args, cwd, env overrides, status, input_state (asked of the kernel now), exit, timeout, idle time, bytes.",
+            ),
+            ToolId::ProcessKill => spec::<IdArgs, Inspected>(
+                "process_kill",
+                Process,
+                Destructive,
+                "SIGKILL the process and everything it started. Output and screen are kept; a recorded exit is never overwritten.",
+            ),
+            ToolId::ProcessKillAll => spec::<NoArgs, KilledAll>(
+                "process_kill_all",
+                Process,
+                Destructive,
+                "Kill every running process tree (output kept). Returns the ids killed.",
+            ),
+            ToolId::ProcessClear => spec::<IdArgs, Done>(
+                "process_clear",
+                Process,
+                Destructive,
+                "Delete a process's stored output and input; it may keep running.",
+            ),
+            ToolId::ProcessCleanup => spec::<IdArgs, Done>(
+                "process_cleanup",
+                Process,
+                Destructive,
+                "Forget an ended process: record, output and screen.",
+            ),
+            ToolId::ProcessScreen => spec::<ScreenArgs, Screen>(
+                "process_screen",
+                Process,
+                ReadOnly,
+                "What a PTY program's terminal shows now: lines, cursor, and whether a full-screen program (vim, less, htop) is on the alternate screen. For TUIs instead of raw output; works after exit.",
+            ),
+            ToolId::ProcessWait => spec::<WaitArgs, Waited>(
+                "process_wait",
+                Waits,
+                Cursor,
+                "Block until the first of: the program waits for input (default; reason input_requested with its `prompt`), `pattern` or a `stop` pattern appears, output settles, the screen is stable, it exits, or the timeout. Returns reason, new output, cursor and a hint. A timeout is a result: call again. Wait, don't poll.",
+            ),
+            ToolId::ProcessRun => Spec {
+                input: run_input,
+                ..spec::<RunArgs, Waited>(
+                    "process_run",
+                    Waits,
+                    OpenWorld,
+                    "Type `input` and Enter, then wait as process_wait does (same options) and return the result without echo or prompt: when the program asks for input again (`prompt`; awaiting_secret for passwords) or exits, never early on a busy one. In Portal's bash: when the command finished, with command_exit_code. Full-screen programs return their screen.",
+                )
+            },
+            ToolId::ProcessSendKeys => spec::<SendKeysArgs, KeysSent>(
+                "process_send_keys",
+                Process,
+                OpenWorld,
+                "Press keys and type text in order, paced, like tmux send-keys: [\"Escape\", \":q!\", \"Enter\"], [\"C-c\"], [\"Up\", \"Enter\"]. Keys: Enter Tab Escape Backspace Space Up Down Left Right Home End PageUp PageDown Delete F1-F12 C-a..C-z M-x; other strings are typed as text ({\"text\": \"Enter\"} types the word).",
+            ),
+            ToolId::AgentList => spec::<AgentListArgs, AgentsListed>(
+                "agent_list",
+                Agents,
+                ReadOnly,
+                "Coding agents (Claude Code, Codex...) in Portal's terminals, most urgent first, with state (awaiting_input, done, running, idle, unknown, exited), reason, source (hooks are exact) and any dialog on screen.",
+            ),
+            ToolId::AgentWatch => spec::<AgentWatchArgs, AgentsWatched>(
+                "agent_watch",
+                Agents,
+                ReadOnly,
+                "Block until an agent changes state after `cursor`; returns the changes and a new cursor (none at the timeout). Loop on it to follow a fleet.",
+            ),
+            ToolId::AgentWait => spec::<AgentWaitArgs, AgentOutcomes>(
+                "agent_wait",
+                Agents,
+                ReadOnly,
+                "Wait until agents reach a state (default awaiting_input, done or idle). Per agent: reached, timeout, exited or vanished. A timeout is a result: call again.",
+            ),
+            ToolId::AgentSend => spec::<AgentSendArgs, AgentOutcomes>(
+                "agent_send",
+                Agents,
+                OpenWorld,
+                "Type a prompt into agents once each is ready, then Enter. Refused while an agent shows a dialog (answer it with process_send_keys). With `key`, a retry never types twice.",
+            ),
+            ToolId::AgentHooks => spec::<AgentHooksArgs, HooksReported>(
+                "agent_hooks",
+                Agents,
+                Mutating,
+                "Report or install (idempotent, other settings untouched) the hooks through which Claude Code and Codex report exact states. Codex also asks the user to trust them in /hooks.",
+            ),
+            ToolId::ProgramQuery => spec::<QueryArgs, Program>(
+                "program_query",
+                Registry,
+                ReadOnly,
+                "Whether a program needs a PTY, and notes on driving it, from the shared registry (common programs are known).",
+            ),
+            ToolId::ProgramRecord => spec::<RecordArgs, Program>(
+                "program_record",
+                Registry,
+                Mutating,
+                "Record whether a program needs a PTY, with notes (negatives too). The same conclusion raises its count; a different one resets it.",
+            ),
+        }
+    }
+}
+
+/// What the catalog knows of one tool.
+struct Spec {
+    name: &'static str,
+    group: Group,
+    kind: Kind,
+    description: &'static str,
+    input: fn() -> Arc<JsonObject>,
+    output: fn() -> Arc<JsonObject>,
+}
+
+fn spec<A: JsonSchema, R: JsonSchema>(
+    name: &'static str,
+    group: Group,
+    kind: Kind,
+    description: &'static str,
+) -> Spec {
+    Spec { name, group, kind, description, input: schema::<A, true>, output: schema::<R, false> }
+}
+
+fn schema<T: JsonSchema, const INPUT: bool>() -> Arc<JsonObject> {
+    let side = if INPUT { Side::Input } else { Side::Output };
+    match serde_json::to_value(schemars::schema_for!(T)) {
+        Ok(serde_json::Value::Object(map)) => Arc::new(portable(map, side)),
+        _ => Arc::new(JsonObject::new()),
+    }
+}
+
+/// process_run's arguments. The wait conditions it shares with process_wait
+/// are described there once; its description says so.
+fn run_input() -> Arc<JsonObject> {
+    let shared = schema::<Until, true>();
+    let mut run = (*schema::<RunArgs, true>()).clone();
+    let shared = shared.get("properties").and_then(|p| p.as_object());
+    if let (Some(serde_json::Value::Object(props)), Some(shared)) =
+        (run.get_mut("properties"), shared)
+    {
+        for (_, p) in props.iter_mut().filter(|(name, _)| shared.contains_key(*name)) {
+            if let Some(p) = p.as_object_mut() {
+                p.remove("description");
+            }
+        }
+    }
+    Arc::new(run)
+}
+
+/// The MCP hints of a kind, only where they differ from the spec's defaults
+/// (not read-only, destructive, not idempotent, open world): every byte of
+/// `tools/list` is paid for on every turn.
+fn annotations(kind: Kind) -> ToolAnnotations {
+    let base = ToolAnnotations::new();
+    match kind {
+        Kind::ReadOnly => base.read_only(true).idempotent(true).open_world(false),
+        Kind::Cursor => base.read_only(true).open_world(false),
+        Kind::OpenWorld => base.destructive(false),
+        Kind::Destructive => base.open_world(false),
+        Kind::Mutating => base.destructive(false).open_world(false),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Most characters the default tool set may cost in `tools/list`
+    /// (names, descriptions, schemas and annotations): about 5 K tokens,
+    /// paid on every turn of every client.
+    const BUDGET: usize = 20_000;
+
+    fn listed(t: ToolId) -> String {
+        serde_json::to_string(&t.tool()).unwrap_or_default()
+    }
+
+    #[test]
+    fn the_default_set_fits_the_budget() {
+        let sizes: Vec<(String, usize)> =
+            ToolId::ALL.iter().map(|t| (t.name().to_owned(), listed(*t).len())).collect();
+        let total: usize = sizes.iter().map(|(_, n)| n).sum();
+        assert!(total <= BUDGET, "tools/list costs {total} characters: {sizes:?}");
+    }
+
+    #[test]
+    fn schemas_are_plain_json_schema_every_sdk_validates() {
+        for t in ToolId::ALL {
+            let text = listed(t);
+            for bad in ["\"format\"", "\"null\"", "$schema", "\"oneOf\"", "\"title\""] {
+                assert!(!text.contains(bad), "{}: {bad} in {text}", t.name());
+            }
+        }
+    }
+
+    #[test]
+    fn every_tool_has_schemas_and_annotations() {
+        for t in ToolId::ALL.map(ToolId::tool) {
+            assert_eq!(
+                t.input_schema.get("type").and_then(|v| v.as_str()),
+                Some("object"),
+                "{}",
+                t.name
+            );
+            assert!(t.output_schema.is_some(), "{}", t.name);
+            assert!(t.annotations.is_some(), "{}", t.name);
+            assert!(t.description.as_ref().is_some_and(|d| d.len() > 40), "{}", t.name);
+        }
+    }
+
+    #[test]
+    fn names_are_unique_and_found_again() {
+        for t in ToolId::ALL {
+            assert_eq!(ToolId::from_name(t.name()), Some(t));
+        }
+        assert_eq!(ToolId::from_name("process_nope"), None);
+    }
+
+    #[test]
+    fn every_group_has_tools() {
+        for g in Group::ALL {
+            assert!(ToolId::ALL.iter().any(|t| t.group() == g), "{}", g.name());
+        }
+    }
+}
