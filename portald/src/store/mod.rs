@@ -61,6 +61,11 @@ const PAGE_SIZE: i64 = 64 << 10;
 /// for this many parts of committing.
 const GC_SHARE: u32 = 8;
 
+/// What is kept of the newest output when not even its last chunk fits on
+/// a full disk: a screenful of its end, small enough to sit in a B-tree
+/// leaf (no overflow pages), which the WAL may still have room for.
+const NEWEST_KEPT_BYTES: usize = 4 << 10;
+
 /// A commit this soon after the previous one means output is streaming.
 const BUSY_WINDOW: std::time::Duration = std::time::Duration::from_millis(1);
 
@@ -806,6 +811,7 @@ impl Writer {
             .collect();
         let chunk_bytes: u64 = sizes.iter().sum();
         let mut skip = 0;
+        let mut cut = 0;
         let mut result = self.run(batch, skip);
         if let Err(e) = &result
             && is_full(e)
@@ -815,10 +821,18 @@ impl Writer {
             result = self.run(batch, skip);
             while matches!(&result, Err(e) if is_full(e)) && skip < sizes.len() {
                 skip += (sizes.len() - skip).div_ceil(2);
+                if skip == sizes.len() && cut == 0 {
+                    // Not even the newest chunk fits whole: its end may.
+                    cut = keep_only_the_end(batch, NEWEST_KEPT_BYTES);
+                    if cut > 0 {
+                        skip -= 1;
+                    }
+                }
                 result = self.run(batch, skip);
             }
         }
-        let lost: u64 = sizes[..skip].iter().sum();
+        let lost: u64 =
+            sizes[..skip].iter().sum::<u64>() + if skip < sizes.len() { cut } else { 0 };
         if result.is_ok() {
             // Pages of the touched B-tree leaves besides the blobs themselves.
             self.checkpoint.committed(&self.conn, chunk_bytes - lost + 4 * self.page_size);
@@ -840,7 +854,7 @@ impl Writer {
             ));
             self.shared.failed(&full, lost);
         } else {
-            if skip > 0 {
+            if lost > 0 {
                 tracing::error!(
                     lost_bytes = lost,
                     "the database is full: the oldest output of a burst was not stored"
@@ -1139,6 +1153,21 @@ fn set_starts(tx: &Transaction<'_>, id: ProcId, starts: [u64; 3]) -> Result<(), 
         to_i64(starts[2])
     ])?;
     Ok(())
+}
+
+/// Cuts the batch's newest chunk down to its last `keep` bytes (a page or
+/// so of the WAL, which a full disk may still have when a whole chunk does
+/// not fit); returns how many bytes were cut off, 0 if it was no longer.
+fn keep_only_the_end(batch: &mut [Msg], keep: usize) -> u64 {
+    let newest = batch.iter_mut().rev().find_map(|m| match m {
+        Msg::Chunk { chunk, .. } => Some(chunk),
+        _ => None,
+    });
+    let Some(chunk) = newest else { return 0 };
+    let Some(cut) = chunk.data.len().checked_sub(keep).filter(|c| *c > 0) else { return 0 };
+    chunk.data = chunk.data.slice(cut..);
+    chunk.offset += cut as u64;
+    cut as u64
 }
 
 fn apply(tx: &Transaction<'_>, msg: &Msg) -> Result<Outcome, StoreError> {
@@ -1681,10 +1710,9 @@ mod tests {
             .await
             .unwrap();
         store.flush().await.unwrap();
+        // The chunk does not fit; its newest 4 KiB do, and the status too.
         let h = store.health();
-        assert_eq!(h.dropped, 64 << 10);
-        assert!(h.error.as_deref().is_some_and(|e| e.contains("full")), "{h:?}");
-        // The status still committed; a small chunk fits and clears the error.
+        assert_eq!(h.dropped, (64 << 10) - NEWEST_KEPT_BYTES as u64);
         store.append(chunk(id.0, StreamId::Stdout, 65536, 0, b"small")).await.unwrap();
         store.flush().await.unwrap();
         assert_eq!(store.health().error, None);
@@ -1698,8 +1726,9 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(procs[0].status, "exited");
-        assert_eq!(rows.len(), 1);
-        assert_eq!(&rows[0].data[..], b"small");
+        assert_eq!(rows.len(), 2, "{rows:?}");
+        assert_eq!((rows[0].offset, rows[0].data.len()), (61440, NEWEST_KEPT_BYTES));
+        assert_eq!(&rows[1].data[..], b"small");
         drop(store);
         thread.join();
         let conn = Connection::open(&path).unwrap();
