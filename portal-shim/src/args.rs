@@ -107,7 +107,7 @@ fn default_zero() -> u64 {
 /// `name`). Names are turned into ids before the arguments are read.
 fn proc_ref(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
     schemars::json_schema!({
-        "type": ["integer", "string"],
+        "anyOf": [{"type": "integer"}, {"type": "string"}],
         "description": "Process id or name."
     })
 }
@@ -116,7 +116,7 @@ fn proc_ref(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
 fn proc_refs(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
     schemars::json_schema!({
         "type": "array",
-        "items": {"type": ["integer", "string"]},
+        "items": {"anyOf": [{"type": "integer"}, {"type": "string"}]},
         "description": "Process ids or names."
     })
 }

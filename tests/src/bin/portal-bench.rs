@@ -22,7 +22,11 @@
 //!    against its RSS before (memory must come back);
 //! 8. prompts: for python3, gdb and sqlite3 through the MCP shim, the time
 //!    from the program printing its prompt (the log's timestamp of that
-//!    output) to `process_run` returning with `input_requested`.
+//!    output) to `process_run` returning with `input_requested`;
+//! 9. tools: what `tools/list` costs a client, per tool and in all (it is
+//!    sent to the model on every turn), and what one call costs through raw
+//!    JSON-RPC on the shim's stdio (`process_list` of five processes beside
+//!    `process_write`), with no client library in between.
 //!
 //! It prints one table (or `--json`) with PASS/MISS against Portal's
 //! targets. `--smoke` runs every section at a tiny size (for CI: it proves
@@ -53,7 +57,7 @@ struct Args {
     /// Print JSON instead of a table.
     #[arg(long)]
     json: bool,
-    /// Run only these sections (capture, or pty-capture / pipe-capture alone; rtt, scale, memory, cold, cycle, prompt).
+    /// Run only these sections (capture, or pty-capture / pipe-capture alone; rtt, scale, memory, cold, cycle, prompt, tools).
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
 }
@@ -940,6 +944,121 @@ async fn cold(d: &Daemon, sizes: &Sizes, rows: &mut Vec<Row>) -> anyhow::Result<
     Ok(())
 }
 
+/// Most characters `tools/list` may cost for every tool (about 5 K tokens).
+const TOOLS_BUDGET: f64 = 20_000.0;
+
+/// The shim as a client without a library sees it: JSON-RPC lines.
+struct RawShim {
+    child: tokio::process::Child,
+    lines: tokio::io::Lines<tokio::io::BufReader<tokio::process::ChildStdout>>,
+    next_id: u64,
+}
+
+impl RawShim {
+    async fn start(d: &Daemon) -> anyhow::Result<Self> {
+        let mut child = spawn_shim(&d.socket, &d.dir.path().join("data"))?;
+        let stdout = child.stdout.take().context("shim stdout")?;
+        let lines = tokio::io::AsyncBufReadExt::lines(tokio::io::BufReader::new(stdout));
+        let mut shim = Self { child, lines, next_id: 0 };
+        let hello = json!({"protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "portal-bench", "version": "1"}});
+        shim.request("initialize", hello).await?;
+        shim.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"})).await?;
+        Ok(shim)
+    }
+
+    async fn send(&mut self, msg: &Value) -> anyhow::Result<()> {
+        use tokio::io::AsyncWriteExt as _;
+        let stdin = self.child.stdin.as_mut().context("shim stdin")?;
+        stdin.write_all(format!("{msg}\n").as_bytes()).await?;
+        Ok(stdin.flush().await?)
+    }
+
+    /// One request; its `result`, and the raw line's length.
+    async fn request(&mut self, method: &str, params: Value) -> anyhow::Result<(Value, usize)> {
+        self.next_id += 1;
+        let id = self.next_id;
+        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})).await?;
+        loop {
+            let line = self.lines.next_line().await?.context("the shim closed stdout")?;
+            let v: Value = serde_json::from_str(&line)?;
+            if v["id"] == id {
+                anyhow::ensure!(v.get("error").is_none(), "{method}: {v}");
+                return Ok((v["result"].clone(), line.len()));
+            }
+        }
+    }
+
+    async fn call(&mut self, tool: &str, args: Value) -> anyhow::Result<Value> {
+        let (r, _) = self.request("tools/call", json!({"name": tool, "arguments": args})).await?;
+        anyhow::ensure!(r["isError"] != true, "{tool}: {r}");
+        Ok(r)
+    }
+}
+
+/// `tools/list` per tool and in all; one call's cost through raw JSON-RPC.
+async fn tools(d: &Daemon, sizes: &Sizes, rows: &mut Vec<Row>) -> anyhow::Result<()> {
+    let mut shim = RawShim::start(d).await?;
+    let (list, _) = shim.request("tools/list", json!({})).await?;
+    let listed = list["tools"].as_array().context("tools/list has no tools")?;
+    let mut total = 0;
+    for t in listed {
+        let chars = t.to_string().chars().count();
+        total += chars;
+        #[allow(clippy::cast_precision_loss, reason = "a count for display")]
+        rows.push(row(
+            format!("tools/list: {}", t["name"].as_str().unwrap_or("?")),
+            chars as f64,
+            None,
+            "chars",
+            None,
+        ));
+    }
+    #[allow(clippy::cast_precision_loss, reason = "a count for display")]
+    let mut r =
+        row("tools/list: every tool", total as f64, None, "chars", Some(Target::Max(TOOLS_BUDGET)));
+    r.note = format!("{} tools", listed.len());
+    rows.push(r);
+
+    let mut ids = Vec::new();
+    for i in 0..5 {
+        let r = shim
+            .call("process_start", json!({"command": "cat", "name": format!("bench-{i}")}))
+            .await?;
+        ids.push(r["structuredContent"]["process"]["id"].as_u64().context("no id")?);
+    }
+    let (mut list_ms, mut write_ms) = (Vec::new(), Vec::new());
+    for _ in 0..sizes.rtt_tries.min(200) {
+        let start = Instant::now();
+        shim.call("process_list", json!({})).await?;
+        list_ms.push(ms(start.elapsed()));
+        let start = Instant::now();
+        shim.call("process_write", json!({"id": ids[0], "content": "x\n"})).await?;
+        write_ms.push(ms(start.elapsed()));
+    }
+    list_ms.sort_by(f64::total_cmp);
+    write_ms.sort_by(f64::total_cmp);
+    rows.push(row(
+        "process_list of 5 through raw JSON-RPC, median",
+        percentile(&list_ms, 0.5),
+        None,
+        "ms",
+        None,
+    ));
+    rows.push(row(
+        "process_write through raw JSON-RPC, median",
+        percentile(&write_ms, 0.5),
+        None,
+        "ms",
+        None,
+    ));
+    for id in ids {
+        shim.call("process_kill", json!({"id": id})).await?;
+        shim.call("process_cleanup", json!({"id": id})).await?;
+    }
+    Ok(())
+}
+
 fn print_table(rows: &[Row], machine: &str) {
     println!("portal-bench · {machine}");
     println!("{:<62} {:>12} {:>12} {:>7}  {:<22}", "measure", "portal", "raw", "ratio", "target");
@@ -956,7 +1075,7 @@ fn print_table(rows: &[Row], machine: &str) {
         println!(
             "{:<62} {:>12} {:>12} {:>7}  {:<22} {verdict} {}",
             format!("{} ({})", r.name, r.unit),
-            format!("{:.3}", r.portal),
+            if r.unit == "chars" { format!("{:.0}", r.portal) } else { format!("{:.3}", r.portal) },
             raw,
             ratio,
             target,
@@ -1010,6 +1129,9 @@ fn main() -> anyhow::Result<()> {
         }
         if want("prompt") {
             prompts(&d, &sizes, &mut rows).await.context("prompts")?;
+        }
+        if want("tools") {
+            tools(&d, &sizes, &mut rows).await.context("tools")?;
         }
         d.stop().await?;
         anyhow::Ok(rows)
