@@ -70,14 +70,7 @@ type ToolResult = Result<CallToolResult, String>;
 type Progress = Option<(Peer<RoleServer>, ProgressToken)>;
 
 fn agent_state(s: AgentStateArg) -> pb::AgentState {
-    match s {
-        AgentStateArg::Running => pb::AgentState::Running,
-        AgentStateArg::AwaitingInput => pb::AgentState::AwaitingInput,
-        AgentStateArg::Done => pb::AgentState::Done,
-        AgentStateArg::Idle => pb::AgentState::Idle,
-        AgentStateArg::Exited => pb::AgentState::Exited,
-        AgentStateArg::Unknown => pb::AgentState::Unknown,
-    }
+    s.0
 }
 
 fn condition(u: &Until) -> pb::WaitCondition {
@@ -959,7 +952,7 @@ impl ServerHandler for Shim {
         let outcome = tokio::select! {
             r = Box::pin(self.dispatch(&name, args, progress)) => r,
             () = context.ct.cancelled() => {
-                tracing::debug!(tool = %name, "call cancelled by the client");
+                tracing::info!(tool = %name, "call cancelled by the client; the process is left alone");
                 Some(Err("Error: cancelled by the client; the process was not touched.".to_owned()))
             }
         };

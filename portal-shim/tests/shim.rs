@@ -35,6 +35,8 @@ struct Shim {
     client: RunningService<RoleClient, Recorder>,
     recorder: Recorder,
     child: tokio::process::Child,
+    /// What the shim logged on stderr so far.
+    log: Arc<Mutex<String>>,
 }
 
 fn daemon_binary() -> PathBuf {
@@ -60,15 +62,18 @@ async fn spawn_shim_with(
     env: &[(&str, &str)],
 ) -> Shim {
     let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_portal-shim"));
-    cmd.env_remove("PORTAL_TOOLS").env_remove("PORTAL_TIER").args(args).envs(env.iter().copied());
-    cmd.env("PORTAL_SOCKET", socket)
+    cmd.env_remove("PORTAL_TOOLS")
+        .env_remove("PORTAL_TIER")
+        .env_remove("PORTAL_NO_AUTOSTART")
+        .env("PORTAL_SOCKET", socket)
         .env("PORTAL_DATA_DIR", data_dir)
         .env("PORTAL_DAEMON", daemon_binary())
         .env("PORTAL_LOG", "warn")
-        .env_remove("PORTAL_NO_AUTOSTART")
+        .args(args)
+        .envs(env.iter().copied())
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
+        .stderr(Stdio::piped())
         .kill_on_drop(true);
     if !autostart {
         cmd.env("PORTAL_NO_AUTOSTART", "1");
@@ -76,9 +81,23 @@ async fn spawn_shim_with(
     let mut child = cmd.spawn().unwrap();
     let stdout = child.stdout.take().unwrap();
     let stdin = child.stdin.take().unwrap();
+    // The shim's log goes on to the test's stderr and is kept for asserts.
+    let log = Arc::new(Mutex::new(String::new()));
+    let stderr = child.stderr.take().unwrap();
+    let kept = Arc::clone(&log);
+    tokio::spawn(async move {
+        use tokio::io::AsyncBufReadExt as _;
+        let mut lines = tokio::io::BufReader::new(stderr).lines();
+        while let Ok(Some(line)) = lines.next_line().await {
+            eprintln!("[shim] {line}");
+            let mut kept = kept.lock().unwrap();
+            kept.push_str(&line);
+            kept.push('\n');
+        }
+    });
     let recorder = Recorder::default();
     let client = bounded("MCP initialize", recorder.clone().serve((stdout, stdin))).await.unwrap();
-    Shim { client, recorder, child }
+    Shim { client, recorder, child, log }
 }
 
 impl Shim {
@@ -529,14 +548,29 @@ async fn waits_report_progress_and_cancelling_leaves_the_process_alone() {
         notes.iter().all(|n| n.message.as_deref().is_some_and(|m| m.contains("compiling unit 7"))),
         "{notes:?}"
     );
-    // The client gives up on a long wait: the call is cancelled, the process is not.
+    // The client gives up on a long wait (dropping the call sends
+    // notifications/cancelled): the call is cancelled, the process is not.
+    let logged = spawn_shim_with(
+        &d.socket(),
+        &d.dir.path().join("data"),
+        false,
+        &[],
+        &[("PORTAL_LOG", "info")],
+    )
+    .await;
     let params = CallToolRequestParams::new("process_wait").with_arguments(
         json!({"id": id, "pattern": "never", "timeout_ms": 40000}).as_object().unwrap().clone(),
     );
-    let cancelled =
-        tokio::time::timeout(std::time::Duration::from_millis(200), shim.client.call_tool(params))
-            .await;
+    let cancelled = tokio::time::timeout(
+        std::time::Duration::from_millis(200),
+        logged.client.call_tool(params),
+    )
+    .await;
     assert!(cancelled.is_err(), "the wait returned early");
+    wait_until("the shim to see the cancellation", async || {
+        logged.log.lock().unwrap().contains("call cancelled by the client").then_some(())
+    })
+    .await;
     let p = rpc.inspect(pb::InspectRequest { proc: by_id(id) }).await.unwrap().into_inner();
     assert_eq!(p.status(), pb::Status::Running);
     shim.ok("process_write", json!({"id": id, "content": "still here\n"})).await;

@@ -214,7 +214,7 @@ pub async fn follow_until(
 /// Waits until the output of `stream` contains `needle`.
 ///
 /// # Panics
-/// When the process ends first or the bound passes.
+/// When the process ends or its stream closes first, or the bound passes.
 pub async fn wait_for_text(
     rpc: &mut PortalClient<Channel>,
     id: u64,
@@ -225,8 +225,9 @@ pub async fn wait_for_text(
     let (seen, ended) =
         follow_until(rpc, id, stream, &what, |b| String::from_utf8_lossy(b).contains(needle)).await;
     assert!(
-        ended.is_none() || String::from_utf8_lossy(&seen).contains(needle),
-        "process {id} ended before printing {needle:?}; output: {:?}",
+        String::from_utf8_lossy(&seen).contains(needle),
+        "process {id} {} before printing {needle:?}; output: {:?}",
+        if ended.is_some() { "ended" } else { "'s output stream closed" },
         String::from_utf8_lossy(&seen)
     );
     seen

@@ -95,6 +95,22 @@ mod tests {
                 ProcError::BadKey(crate::proc::keys::UnknownKey("Entr".into())),
                 Code::InvalidArgument,
             ),
+            (
+                ProcError::Hooks(crate::agents::hooks::HookError::Malformed {
+                    path: "/h/settings.json".into(),
+                    kind: "JSON",
+                    reason: "line 1".into(),
+                }),
+                Code::FailedPrecondition,
+            ),
+            (
+                ProcError::Hooks(crate::agents::hooks::HookError::Io {
+                    op: "writing",
+                    path: "/h/settings.json".into(),
+                    source: io(),
+                }),
+                Code::Internal,
+            ),
             (ProcError::Gone(ProcId(1)), Code::Internal),
             (ProcError::Io { id: ProcId(1), op: "x", source: io() }, Code::Internal),
             (ProcError::Store(StoreError::Closed), Code::Internal),
