@@ -13,46 +13,13 @@ use serde_json::json;
 use crate::fmt::{self, print_json};
 use crate::{Failure, JsonFlag, Outcome};
 
-/// Agent states, as hooks and commands name them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-#[value(rename_all = "snake_case")]
-pub(crate) enum State {
-    /// Working on a turn.
-    Running,
-    /// Needs a person or orchestrator.
-    AwaitingInput,
-    /// Finished its turn.
-    Done,
-    /// Alive with no task.
-    Idle,
-    /// Gone.
-    Exited,
-    /// No signal yet.
-    Unknown,
-}
-
-impl State {
-    fn pb(self) -> pb::AgentState {
-        match self {
-            Self::Running => pb::AgentState::Running,
-            Self::AwaitingInput => pb::AgentState::AwaitingInput,
-            Self::Done => pb::AgentState::Done,
-            Self::Idle => pb::AgentState::Idle,
-            Self::Exited => pb::AgentState::Exited,
-            Self::Unknown => pb::AgentState::Unknown,
-        }
-    }
-
-    fn name(self) -> &'static str {
-        match self {
-            Self::Running => "running",
-            Self::AwaitingInput => "awaiting_input",
-            Self::Done => "done",
-            Self::Idle => "idle",
-            Self::Exited => "exited",
-            Self::Unknown => "unknown",
-        }
-    }
+/// Agent states by the names every client shows ([`names::agent_state`]).
+fn agent_state_parser() -> impl clap::builder::TypedValueParser<Value = pb::AgentState> {
+    let names: Vec<&'static str> =
+        names::AGENT_STATES.iter().map(|s| names::agent_state(*s)).collect();
+    clap::builder::TypedValueParser::map(clap::builder::PossibleValuesParser::new(names), |name| {
+        names::agent_state_named(&name).unwrap_or(pb::AgentState::Unknown)
+    })
 }
 
 /// Arguments of `agents`.
@@ -61,8 +28,8 @@ pub(crate) struct AgentsArgs {
     #[command(subcommand)]
     command: Option<AgentsCommand>,
     /// Only agents in these states.
-    #[arg(long, value_enum, value_delimiter = ',')]
-    state: Vec<State>,
+    #[arg(long, value_delimiter = ',', value_parser = agent_state_parser())]
+    state: Vec<pb::AgentState>,
     /// Redraw on every change, until Ctrl-C.
     #[arg(short, long)]
     watch: bool,
@@ -78,8 +45,8 @@ enum AgentsCommand {
         #[arg(required = true)]
         ids: Vec<String>,
         /// Target states [default: awaiting_input,done,idle].
-        #[arg(long, value_enum, value_delimiter = ',')]
-        state: Vec<State>,
+        #[arg(long, value_delimiter = ',', value_parser = agent_state_parser())]
+        state: Vec<pb::AgentState>,
         /// Return when the first one gets there (default: all).
         #[arg(long)]
         any: bool,
@@ -189,7 +156,7 @@ pub(crate) async fn agents(client: &Client, a: AgentsArgs) -> Outcome {
     let mut rpc = client.rpc();
     match a.command {
         None => {
-            let states: Vec<i32> = a.state.iter().map(|s| s.pb().into()).collect();
+            let states: Vec<i32> = a.state.iter().map(|s| i32::from(*s)).collect();
             let list =
                 rpc.agent_list(pb::AgentListRequest { states: states.clone() }).await?.into_inner();
             if a.out.json {
@@ -247,7 +214,7 @@ pub(crate) async fn agents(client: &Client, a: AgentsArgs) -> Outcome {
         Some(AgentsCommand::Wait { ids, state, any, timeout, out }) => {
             let req = pb::AgentWaitRequest {
                 ids: resolve(&mut rpc, &ids).await?,
-                states: state.iter().map(|s| s.pb().into()).collect(),
+                states: state.iter().map(|s| i32::from(*s)).collect(),
                 mode: if any { pb::WaitMode::Any } else { pb::WaitMode::All }.into(),
                 timeout_ms: ms(timeout),
             };
@@ -400,8 +367,8 @@ pub(crate) async fn hooks(client: &Client, cmd: HooksCommand) -> Outcome {
 #[derive(Debug, Args)]
 pub(crate) struct EmitArgs {
     /// The state to report.
-    #[arg(value_enum)]
-    state: State,
+    #[arg(value_parser = agent_state_parser())]
+    state: pb::AgentState,
     /// The hook event (Stop, Notification, ...).
     #[arg(long, default_value = "")]
     event: String,
@@ -437,7 +404,7 @@ fn read_payload() -> String {
 /// the socket (the PTY Portal owns carries it back).
 fn emit_in_band(a: &EmitArgs) -> std::io::Result<()> {
     let record = portal_proto::osc3008::encode(
-        a.state.name(),
+        names::agent_state(a.state),
         &[("name", &a.name), ("event", &a.event), ("reason", &a.reason)],
     );
     let mut tty = std::fs::OpenOptions::new().write(true).open("/dev/tty")?;
@@ -458,7 +425,7 @@ pub(crate) async fn emit(a: EmitArgs) -> Outcome {
         let req = pb::EmitRequest {
             session,
             token,
-            state: a.state.pb().into(),
+            state: a.state.into(),
             event: a.event.clone(),
             name: a.name.clone(),
             reason: a.reason.clone(),

@@ -5,6 +5,8 @@
 
 use std::collections::BTreeMap;
 
+use portal_proto::names;
+use portal_proto::v1 as pb;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -352,16 +354,37 @@ mod tests {
     }
 }
 
-// An agent state name.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "snake_case")]
-pub(crate) enum AgentStateArg {
-    Running,
-    AwaitingInput,
-    Done,
-    Idle,
-    Exited,
-    Unknown,
+/// An agent state, by the name every client shows ([`names::agent_state`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct AgentStateArg(pub(crate) pb::AgentState);
+
+impl<'de> Deserialize<'de> for AgentStateArg {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let name = String::deserialize(d)?;
+        names::agent_state_named(&name).map(Self).ok_or_else(|| {
+            let all: Vec<&str> =
+                names::AGENT_STATES.iter().map(|s| names::agent_state(*s)).collect();
+            serde::de::Error::custom(format!(
+                "unknown agent state {name:?}, expected one of {}",
+                all.join(", ")
+            ))
+        })
+    }
+}
+
+impl JsonSchema for AgentStateArg {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "AgentState".into()
+    }
+
+    fn inline_schema() -> bool {
+        true
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        let all: Vec<&str> = names::AGENT_STATES.iter().map(|s| names::agent_state(*s)).collect();
+        schemars::json_schema!({"type": "string", "enum": all})
+    }
 }
 
 /// Arguments of `agent_list`.

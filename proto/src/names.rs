@@ -72,6 +72,22 @@ pub fn agent_state(s: pb::AgentState) -> &'static str {
     }
 }
 
+/// Every agent state a client may name, most urgent first.
+pub const AGENT_STATES: [pb::AgentState; 6] = [
+    pb::AgentState::AwaitingInput,
+    pb::AgentState::Done,
+    pb::AgentState::Running,
+    pb::AgentState::Idle,
+    pb::AgentState::Unknown,
+    pb::AgentState::Exited,
+];
+
+/// The agent state [`agent_state`] names `name`; `None` for any other text.
+#[must_use]
+pub fn agent_state_named(name: &str) -> Option<pb::AgentState> {
+    AGENT_STATES.into_iter().find(|s| agent_state(*s) == name)
+}
+
 /// Where an agent state came from.
 #[must_use]
 pub fn agent_source(s: pb::AgentSource) -> &'static str {
@@ -92,5 +108,18 @@ pub fn agent_wait_outcome(o: pb::AgentWaitOutcome) -> &'static str {
         pb::AgentWaitOutcome::Exited => "exited",
         pb::AgentWaitOutcome::Vanished => "vanished",
         pb::AgentWaitOutcome::Stopped | pb::AgentWaitOutcome::Unspecified => "stopped",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn agent_state_names_round_trip() {
+        for s in AGENT_STATES {
+            assert_eq!(agent_state_named(agent_state(s)), Some(s));
+        }
+        assert_eq!(agent_state_named("waiting"), None);
     }
 }
