@@ -1,6 +1,6 @@
 //! The tool catalog: every tool's name, group, kind, description and
 //! schemas, in the order agents see them. A tool is named once, here; the
-//! handlers in `tools.rs` match on [`ToolId`], so a tool cannot be listed
+//! handlers in `tools/` match on [`ToolId`], so a tool cannot be listed
 //! without a handler or handled without being listed.
 
 use std::sync::Arc;

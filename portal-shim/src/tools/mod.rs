@@ -1,0 +1,336 @@
+//! The MCP server: the dispatch from a tool call to its handler, and what
+//! every handler shares (the daemon call, argument parsing, results,
+//! progress). The handlers, one function per tool that converts arguments,
+//! calls `portald` and renders the answer, are by area: `process`, `waits`,
+//! `agents`, `registry`; the tools themselves are described in `catalog.rs`. The shim holds no process state: everything lives in the
+//! daemon, so a restarted shim sees it all.
+
+use crate::catalog::ToolId;
+use crate::schema::without_nulls;
+use crate::surface::Surface;
+use std::sync::Arc;
+
+use portal_proto::v1 as pb;
+use rmcp::ErrorData as McpError;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
+    InitializeResult, JsonObject, ListToolsResult, PaginatedRequestParams, ServerCapabilities,
+    ServerConfig, Tool,
+};
+use rmcp::model::{ProgressNotificationParam, ProgressToken};
+use rmcp::service::{Peer, RequestContext};
+use rmcp::{RoleServer, ServerHandler};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+mod agents;
+mod process;
+mod registry;
+mod waits;
+
+use crate::errors::error_text;
+use crate::link::{CallError, DaemonLink};
+
+/// Server instructions, kept under 2 KB (checked by a test).
+pub(crate) const INSTRUCTIONS: &str = include_str!("../instructions.md");
+
+/// How often a blocked wait tells the client it is alive (when the client
+/// asked for progress): well inside clients' idle cut-offs.
+const PROGRESS_EVERY: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Longest output line a progress notification carries: a status line in a
+/// client's UI, not a log.
+const PROGRESS_LINE_CHARS: usize = 160;
+
+/// The MCP server.
+#[derive(Clone)]
+pub(crate) struct Shim {
+    link: Arc<DaemonLink>,
+    surface: Arc<Surface>,
+    tools: Arc<Vec<Tool>>,
+    cwd: String,
+}
+
+type ToolResult = Result<CallToolResult, String>;
+
+/// Where to send progress notifications, if the client asked for them.
+type Progress = Option<(Peer<RoleServer>, ProgressToken)>;
+
+fn by_id(id: u64) -> Option<pb::ProcRef> {
+    Some(pb::ProcRef { target: Some(pb::proc_ref::Target::Id(id)) })
+}
+
+fn ok<T: Serialize>(text: String, value: &T) -> ToolResult {
+    let structured =
+        serde_json::to_value(value).map_err(|e| format!("Error: cannot encode the result: {e}"))?;
+    let structured = without_nulls(structured);
+    let mut result = CallToolResult::structured(structured);
+    result.content = vec![ContentBlock::text(text)];
+    Ok(result)
+}
+
+/// Reads a tool's arguments; an error names the argument (`timeout_ms:
+/// invalid type: string "5000", expected u64`), not only the type.
+fn parse<T: DeserializeOwned>(tool: &str, args: JsonObject) -> Result<T, String> {
+    let culprits = args.clone();
+    serde_path_to_error::deserialize(serde_json::Value::Object(args)).map_err(|e| {
+        let path = e.path().to_string();
+        let what = e.into_inner().to_string();
+        // Arguments read through a flattened group lose their path: find the
+        // argument by the value the message quotes.
+        let path = if path == "." { culprit(&culprits, &what).unwrap_or(path) } else { path };
+        let named = if path == "." { what } else { format!("{path}: {what}") };
+        format!("Error: invalid arguments for {tool}: {named}\nFix that argument and call again.")
+    })
+}
+
+/// The argument whose value a serde type error quotes (`invalid type:
+/// string "5000", expected u64`), when exactly one argument has it.
+fn culprit(args: &JsonObject, message: &str) -> Option<String> {
+    let rest = message.strip_prefix("invalid type: ")?;
+    let matches = |v: &serde_json::Value| match v {
+        serde_json::Value::String(s) => rest.starts_with(&format!("string {s:?},")),
+        serde_json::Value::Number(n) => {
+            rest.starts_with(&format!("integer `{n}`,"))
+                || rest.starts_with(&format!("floating point `{n}`,"))
+        }
+        serde_json::Value::Bool(b) => rest.starts_with(&format!("boolean `{b}`,")),
+        _ => false,
+    };
+    let mut found = args.iter().filter(|(_, v)| matches(v)).map(|(k, _)| k.clone());
+    let first = found.next()?;
+    found.next().is_none().then_some(first)
+}
+
+impl Shim {
+    /// A shim talking to the daemon through `link`, offering the tools of
+    /// `surface`; `cwd` is the default working directory for started
+    /// programs.
+    pub(crate) fn new(link: Arc<DaemonLink>, surface: Surface, cwd: String) -> Self {
+        let tools = surface.tools().map(ToolId::tool).collect();
+        Self { link, surface: Arc::new(surface), tools: Arc::new(tools), cwd }
+    }
+
+    async fn call<T, F, Fut>(&self, id: Option<u64>, f: F) -> Result<T, String>
+    where
+        F: Fn(pb::portal_client::PortalClient<tonic::transport::Channel>) -> Fut,
+        Fut: Future<Output = Result<tonic::Response<T>, tonic::Status>>,
+    {
+        self.link.call(f).await.map_err(|e: CallError| error_text(&e, id))
+    }
+
+    /// Turns process names in `id` and `ids` into ids (every tool that
+    /// names a process takes its name too); a name nobody has is an error
+    /// that says so.
+    async fn resolve_names(&self, args: &mut JsonObject) -> Result<(), String> {
+        async fn one(shim: &Shim, v: &mut serde_json::Value, arg: &str) -> Result<(), String> {
+            let Some(text) = v.as_str().map(str::to_owned) else { return Ok(()) };
+            if let Ok(id) = text.trim().parse::<u64>() {
+                *v = serde_json::Value::from(id);
+                return Ok(());
+            }
+            let target = pb::ProcRef { target: Some(pb::proc_ref::Target::Name(text.clone())) };
+            let found = shim
+                .call(None, |mut c| {
+                    let proc = Some(target.clone());
+                    async move { c.inspect(pb::InspectRequest { proc }).await }
+                })
+                .await
+                .map_err(|_| {
+                    format!(
+                        "Error: {arg}: no process is named {text:?}. Give an id or a name from process_list."
+                    )
+                })?;
+            *v = serde_json::Value::from(found.id);
+            Ok(())
+        }
+        if let Some(v) = args.get_mut("id") {
+            one(self, v, "id").await?;
+        }
+        if let Some(serde_json::Value::Array(items)) = args.get_mut("ids") {
+            for (i, v) in items.iter_mut().enumerate() {
+                one(self, v, &format!("ids[{i}]")).await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Runs the tool `name`; `None` when there is no such tool.
+    async fn dispatch(
+        &self,
+        name: &str,
+        mut args: JsonObject,
+        progress: Progress,
+    ) -> Option<ToolResult> {
+        let tool = ToolId::from_name(name)?;
+        if !self.surface.offers(tool) {
+            return Some(Err(self.surface.refusal(tool)));
+        }
+        if let Err(e) = self.resolve_names(&mut args).await {
+            return Some(Err(e));
+        }
+        macro_rules! run {
+            ($method:ident) => {
+                match parse(name, args) {
+                    Ok(a) => self.$method(a).await,
+                    Err(e) => Err(e),
+                }
+            };
+            ($method:ident, progress) => {
+                match parse(name, args) {
+                    Ok(a) => self.$method(a, progress).await,
+                    Err(e) => Err(e),
+                }
+            };
+        }
+        Some(match tool {
+            ToolId::ProcessStart => run!(start, progress),
+            ToolId::ProcessRead => run!(read),
+            ToolId::ProcessReadNew => run!(read_new),
+            ToolId::ProcessWrite => run!(write),
+            ToolId::ProcessSignal => run!(signal),
+            ToolId::ProcessList => run!(list),
+            ToolId::ProcessInspect => run!(inspect),
+            ToolId::ProcessKill => run!(kill),
+            ToolId::ProcessKillAll => run!(kill_all),
+            ToolId::ProcessClear => run!(clear),
+            ToolId::ProcessCleanup => run!(cleanup),
+            ToolId::ProcessScreen => run!(screen),
+            ToolId::ProcessWait => run!(wait, progress),
+            ToolId::ProcessRun => run!(run, progress),
+            ToolId::ProcessSendKeys => run!(send_keys),
+            ToolId::AgentList => run!(agent_list),
+            ToolId::AgentWatch => run!(agent_watch, progress),
+            ToolId::AgentWait => run!(agent_wait, progress),
+            ToolId::AgentSend => run!(agent_send, progress),
+            ToolId::AgentHooks => run!(agent_hooks),
+            ToolId::ProgramQuery => run!(program_query),
+            ToolId::ProgramRecord => run!(program_record),
+        })
+    }
+
+    /// Runs a blocking call, telling the client it is alive every
+    /// [`PROGRESS_EVERY`] when it asked for progress. With a process id, each
+    /// notification carries the newest line the process printed, so a client
+    /// shows what a long command is doing.
+    async fn with_progress<T>(
+        &self,
+        progress: &Progress,
+        what: &str,
+        id: Option<u64>,
+        call: impl Future<Output = T>,
+    ) -> T {
+        let Some((peer, token)) = progress else { return call.await };
+        tokio::pin!(call);
+        let started = tokio::time::Instant::now();
+        let mut tick = tokio::time::interval_at(started + PROGRESS_EVERY, PROGRESS_EVERY);
+        loop {
+            tokio::select! {
+                out = &mut call => return out,
+                _ = tick.tick() => {
+                    let secs = started.elapsed().as_secs_f64();
+                    let mut message = format!("{what}: {secs:.0} s");
+                    if let Some(line) = match id {
+                        Some(id) => self.newest_line(id).await,
+                        None => None,
+                    } {
+                        message.push_str(" · ");
+                        message.push_str(&line);
+                    }
+                    let note = ProgressNotificationParam::new(token.clone(), secs).with_message(message);
+                    if let Err(e) = peer.notify_progress(note).await {
+                        tracing::debug!(error = %e, "progress notification not sent");
+                    }
+                }
+            }
+        }
+    }
+
+    /// The last non-blank line a process printed (from the newest output,
+    /// without moving any cursor), cut to [`PROGRESS_LINE_CHARS`].
+    async fn newest_line(&self, id: u64) -> Option<String> {
+        let req = pb::ReadRequest {
+            proc: by_id(id),
+            from: Some(pb::read_request::From::Tail(true)),
+            max_bytes: 1024,
+            encoding: pb::Encoding::Text.into(),
+            ..Default::default()
+        };
+        let resp = self
+            .link
+            .call(|mut c| {
+                let req = req.clone();
+                async move { c.read(req).await }
+            })
+            .await
+            .ok()?;
+        let text: String =
+            resp.records.iter().map(|r| String::from_utf8_lossy(&r.data).into_owned()).collect();
+        let line = text.lines().rev().find(|l| !l.trim().is_empty())?.trim_end();
+        Some(line.chars().take(PROGRESS_LINE_CHARS).collect())
+    }
+}
+
+impl ServerHandler for Shim {
+    fn get_info(&self) -> ServerConfig {
+        let instructions = match self.surface.note() {
+            Some(note) => format!("{INSTRUCTIONS}\n{note}\n"),
+            None => INSTRUCTIONS.to_owned(),
+        };
+        let mut info = InitializeResult::new(ServerCapabilities::builder().enable_tools().build())
+            .with_instructions(instructions);
+        info.server_info = Implementation::new("portal", env!("CARGO_PKG_VERSION"));
+        info
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, McpError> {
+        Ok(ListToolsResult::with_all_items(self.tools.to_vec()))
+    }
+
+    fn get_tool(&self, name: &str) -> Option<Tool> {
+        self.tools.iter().find(|t| t.name == name).cloned()
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        let name = request.name.to_string();
+        let args = request.arguments.unwrap_or_default();
+        let progress = context.meta.get_progress_token().map(|t| (context.peer.clone(), t));
+        // A cancelled call stops waiting; dropping the daemon call never
+        // touches the process.
+        let outcome = tokio::select! {
+            r = Box::pin(self.dispatch(&name, args, progress)) => r,
+            () = context.ct.cancelled() => {
+                tracing::info!(tool = %name, "call cancelled by the client; the process is left alone");
+                Some(Err("Error: cancelled by the client; the process was not touched.".to_owned()))
+            }
+        };
+        match outcome {
+            Some(Ok(result)) => Ok(result.into()),
+            Some(Err(text)) => Ok(CallToolResult::error(vec![ContentBlock::text(text)]).into()),
+            None => {
+                let names: Vec<&str> = self.tools.iter().map(|t| t.name.as_ref()).collect();
+                let text =
+                    format!("Error: unknown tool {name:?}\nUse one of: {}.", names.join(", "));
+                Ok(CallToolResult::error(vec![ContentBlock::text(text)]).into())
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn instructions_are_compact() {
+        assert!(INSTRUCTIONS.len() < 2048, "instructions are {} bytes", INSTRUCTIONS.len());
+    }
+}

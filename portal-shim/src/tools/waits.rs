@@ -1,0 +1,66 @@
+//! The blocking tools: process_wait and process_run.
+
+use portal_proto::v1 as pb;
+
+use super::process::cursor_arg;
+use super::{Progress, Shim, ToolResult, by_id, ok};
+use crate::args::{NewSource, RunArgs, Until, WaitArgs};
+use crate::results::Waited;
+
+fn condition(u: &Until) -> pb::WaitCondition {
+    pb::WaitCondition {
+        needle: u.pattern.clone().unwrap_or_default(),
+        regex: u.regex,
+        on_screen: u.on_screen,
+        stop: u.stop.clone(),
+        settle_ms: u.settle_ms.unwrap_or(0),
+        screen_stable: u.screen_stable,
+        max_bytes: u.max_bytes.unwrap_or(0),
+        timeout_ms: u.timeout_ms.unwrap_or(0),
+        snapshot: u.snapshot,
+        input: u.on_input,
+        raw_output: u.raw_output,
+    }
+}
+
+impl Shim {
+    pub(super) async fn wait(&self, a: WaitArgs, progress: Progress) -> ToolResult {
+        let streams = match a.source {
+            NewSource::Stdout => vec![pb::Stream::Stdout],
+            NewSource::Stderr => vec![pb::Stream::Stderr],
+            NewSource::Both => vec![pb::Stream::Stdout, pb::Stream::Stderr],
+        };
+        let from = a.cursor.as_deref().map(cursor_arg).transpose()?;
+        let snapshot = a.until.snapshot;
+        let req = pb::WaitRequest {
+            proc: by_id(a.id),
+            streams: streams.into_iter().map(Into::into).collect(),
+            from,
+            until: Some(condition(&a.until)),
+        };
+        let call = self.call(Some(a.id), |mut c| {
+            let req = req.clone();
+            async move { c.wait(req).await }
+        });
+        let r = self.with_progress(&progress, "waiting", Some(a.id), call).await?;
+        let w = Waited::new(a.id, r, snapshot);
+        ok(w.text(), &w)
+    }
+
+    pub(super) async fn run(&self, a: RunArgs, progress: Progress) -> ToolResult {
+        let snapshot = a.until.snapshot;
+        let req = pb::RunRequest {
+            proc: by_id(a.id),
+            input: a.input,
+            no_enter: !a.enter,
+            until: Some(condition(&a.until)),
+        };
+        let call = self.call(Some(a.id), |mut c| {
+            let req = req.clone();
+            async move { c.run(req).await }
+        });
+        let r = self.with_progress(&progress, "running", Some(a.id), call).await?;
+        let w = Waited::new(a.id, r, snapshot);
+        ok(w.text(), &w)
+    }
+}
