@@ -292,7 +292,12 @@ impl Portal for PortalService {
         &self,
         req: Request<pb::AgentHooksRequest>,
     ) -> Reply<pb::AgentHooksResponse> {
-        ok(agents::hooks(req.get_ref())?)
+        // Reading, writing and syncing settings files: not on a runtime worker.
+        let req = req.into_inner();
+        let report = tokio::task::spawn_blocking(move || agents::hooks(&req))
+            .await
+            .map_err(|e| Status::internal(format!("the hooks task failed: {e}")))??;
+        ok(report)
     }
 
     async fn program_query(&self, req: Request<pb::ProgramQueryRequest>) -> Reply<pb::Program> {

@@ -206,7 +206,11 @@ impl Supervision {
             .or_else(|| panic.downcast_ref::<String>().cloned())
             .unwrap_or_else(|| "unknown panic".into());
         tracing::error!(proc = %self.id, panic = what, "the process's handler panicked; killing the process, its log is kept");
-        if let Err(e) = sys::kill_tree(self.pid, Some(&self.lineage), libc::SIGKILL) {
+        let (pid, lineage) = (self.pid, self.lineage.clone());
+        let killed =
+            tokio::task::spawn_blocking(move || sys::kill_tree(pid, Some(&lineage), libc::SIGKILL))
+                .await;
+        if let Ok(Err(e)) = killed {
             tracing::warn!(proc = %self.id, error = %e, "cannot kill the process tree");
         }
         let update = StatusUpdate {
@@ -640,20 +644,30 @@ impl ProcActor {
         }
     }
 
+    /// Signals the whole tree. Finding it reads `/proc` (milliseconds with
+    /// thousands of processes), so it runs on a blocking thread, never on
+    /// the runtime's workers; the exit, when it comes, arrives as an event.
     fn signal_tree(&self, sig: i32) {
-        if let Err(e) = sys::kill_tree(self.pid(), Some(&self.lineage), sig) {
-            tracing::warn!(proc = %self.id(), sig, error = %e, "signalling the process tree failed");
-        }
+        let (id, pid, lineage) = (self.id(), self.pid(), self.lineage.clone());
+        tokio::task::spawn_blocking(move || {
+            if let Err(e) = sys::kill_tree(pid, Some(&lineage), sig) {
+                tracing::warn!(proc = %id, sig, error = %e, "signalling the process tree failed");
+            }
+        });
     }
 
     /// Kills what the program left behind after it exited: its pid may be
     /// reused by now, so only processes reparented to the daemon that carry
-    /// its lineage, and their descendants.
+    /// its lineage, and their descendants. On a blocking thread, like
+    /// [`Self::signal_tree`].
     fn kill_leftovers(&self) {
-        let killed = sys::kill_leftovers(&self.lineage);
-        if killed > 0 {
-            tracing::info!(proc = %self.id(), killed, "killed what the program left behind");
-        }
+        let (id, lineage) = (self.id(), self.lineage.clone());
+        tokio::task::spawn_blocking(move || {
+            let killed = sys::kill_leftovers(&lineage);
+            if killed > 0 {
+                tracing::info!(proc = %id, killed, "killed what the program left behind");
+            }
+        });
     }
 
     fn kill_tree(&mut self, reason: EndReason) {

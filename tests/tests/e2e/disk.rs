@@ -5,6 +5,12 @@
 use portal_proto::v1 as pb;
 use portal_tests::*;
 
+/// The disk tests fill real filesystems and databases as fast as they can;
+/// two at once compete for the same disk and cores, which is not what they
+/// measure. Under `cargo test` (one process) this lock runs them one at a
+/// time; under nextest (a process per test) the `disk` test group does.
+static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 fn offset(c: Option<&pb::Cursor>, stream: pb::Stream) -> u64 {
     c.and_then(|c| c.offsets.iter().find(|o| o.stream == stream as i32)).map_or(0, |o| o.offset)
 }
@@ -17,6 +23,7 @@ async fn info(
 
 #[tokio::test]
 async fn retention_trims_the_oldest_output_and_reads_say_where_history_begins() {
+    let _disk = ONE_AT_A_TIME.lock().await;
     const LIMIT: u64 = 256 << 10;
     let d = TestDaemon::start_with(|c| c.retention.per_process = LIMIT).await;
     let mut rpc = d.rpc();
@@ -54,6 +61,7 @@ async fn retention_trims_the_oldest_output_and_reads_say_where_history_begins() 
 
 #[tokio::test]
 async fn a_full_database_trims_the_oldest_history_and_the_daemon_keeps_working() {
+    let _disk = ONE_AT_A_TIME.lock().await;
     let d = TestDaemon::start_with(|c| c.retention.max_db_bytes = Some(3 << 20)).await;
     let db = d.dir.path().join("data").join(portal_proto::paths::DATABASE_FILE);
     let mut rpc = d.rpc();
@@ -105,6 +113,7 @@ fn on_disk(data: &std::path::Path) -> u64 {
 
 #[tokio::test]
 async fn disk_use_stays_near_what_is_kept() {
+    let _disk = ONE_AT_A_TIME.lock().await;
     let d = TestDaemon::start().await;
     let mut rpc = d.rpc();
     let data = d.dir.path().join("data");
@@ -148,6 +157,7 @@ impl Drop for Mounted {
 
 #[tokio::test]
 async fn a_real_full_disk_trims_keeps_the_newest_output_and_the_exit() {
+    let _disk = ONE_AT_A_TIME.lock().await;
     if portal_proto::paths::uid() != 0 {
         eprintln!("skipped: mounting a small tmpfs needs root");
         return;
@@ -236,6 +246,7 @@ async fn a_real_full_disk_trims_keeps_the_newest_output_and_the_exit() {
 
 #[tokio::test]
 async fn a_database_deleted_under_the_daemon_is_reported() {
+    let _disk = ONE_AT_A_TIME.lock().await;
     let d = TestDaemon::start().await;
     let mut rpc = d.rpc();
     let data = d.dir.path().join("data");
