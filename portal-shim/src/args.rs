@@ -29,7 +29,7 @@ pub(crate) struct StartArgs {
     #[serde(default = "default_zero")]
     pub(crate) timeout_ms: u64,
     /// Run on a terminal: true for anything interactive (REPLs, ssh, psql,
-    /// gdb, TUIs, prompts); false: pipes, stderr apart.
+    /// gdb, TUIs, prompts). Default false: pipes, stderr apart.
     #[serde(default = "default_false")]
     pub(crate) pty: bool,
     /// Unique name, usable wherever an id is.

@@ -633,6 +633,9 @@ impl Waited {
                 }
                 Some(h)
             }
+            "input_requested" if self.full_screen() => Some(
+                "a full-screen program waits for keys: drive it with process_send_keys, read it with process_screen".into(),
+            ),
             "input_requested" => Some("it waits for input: answer with process_run".into()),
             _ if self.alternate_screen && !self.output_is_screen => {
                 Some("a full-screen program is drawing: use process_screen".into())
@@ -641,12 +644,24 @@ impl Waited {
         }
     }
 
-    /// From the daemon's answer.
+    /// A full-screen program (vim, less, htop): keys and screens, not lines.
+    fn full_screen(&self) -> bool {
+        self.alternate_screen || self.output_is_screen
+    }
+
+    /// From the daemon's answer. A full-screen program has no prompt line
+    /// (the cursor's row is a row of its screen), and a prompt is a line's
+    /// end, not a screenful.
     pub(crate) fn new(id: u64, r: pb::WaitResponse, snapshot: bool) -> Self {
+        let full_screen = r.alternate_screen || r.output_is_screen;
+        let prompt = (!r.prompt.is_empty() && !full_screen).then(|| {
+            let chars: Vec<char> = r.prompt.chars().collect();
+            chars[chars.len().saturating_sub(PROMPT_CHARS)..].iter().collect()
+        });
         Self {
             id,
             reason: names::wait_reason(r.reason()).into(),
-            prompt: (!r.prompt.is_empty()).then(|| r.prompt.clone()),
+            prompt,
             input_state: names::input_state(r.input_state()).into(),
             output_is_screen: r.output_is_screen,
             matched: (!r.matched.is_empty()).then(|| r.matched.clone()),
@@ -701,7 +716,9 @@ impl Waited {
         if let Some(m) = &self.matched {
             let _ = write!(status, " {m:?}");
         }
-        if self.reason == "input_requested" {
+        if self.reason == "input_requested" && self.full_screen() {
+            status.push_str(": a full-screen program waits for keys; process_send_keys");
+        } else if self.reason == "input_requested" {
             status.push_str(": it waits for input; answer with process_run");
             if self.bytes == 0 {
                 status.push_str(" · no new output");
@@ -733,6 +750,10 @@ impl Waited {
         out
     }
 }
+
+/// Longest prompt a result carries: a prompt is the end of a line
+/// (">>> ", "Password: ", "Overwrite? [y/N] "), not a screen row.
+const PROMPT_CHARS: usize = 200;
 
 /// `process_send_keys` result.
 #[derive(Debug, Serialize, JsonSchema)]

@@ -290,6 +290,13 @@ async fn less_screen_shows_the_alternate_buffer() {
     assert!(text.contains("\nsecond line\n"), "{text}");
     let (_, s) = shim.ok("process_screen", json!({"id": id, "cols": 50})).await;
     assert_eq!((s["cols"].clone(), s["rows"].clone()), (json!(50), json!(10)));
+    // Waiting on a full-screen program: its screen, no prompt line, and the
+    // next step is keys, not process_run.
+    let (text, s) = shim.ok("process_wait", json!({"id": id, "timeout_ms": 5000})).await;
+    assert_eq!(s["reason"], json!("input_requested"), "{s}");
+    assert_eq!(s.get("prompt"), None, "{s}");
+    assert!(s["hint"].as_str().is_some_and(|h| h.contains("process_send_keys")), "{s}");
+    assert!(text.contains("full-screen program waits for keys"), "{text}");
     shim.ok("process_write", json!({"id": id, "content": "q"})).await;
     wait_exit(&mut rpc, id).await;
     d.stop().await;
@@ -694,6 +701,8 @@ async fn every_tool_takes_a_name_where_it_takes_an_id() {
     assert_eq!(s["results"][0]["outcome"], json!("timeout"));
     let e = shim.err("process_inspect", json!({"id": "nobody"})).await;
     assert!(e.contains("id: no process is named \"nobody\""), "{e}");
+    // The error lists what can be named, saving a process_list call.
+    assert!(e.contains("\"repl\" = 1 (cat)"), "{e}");
     let e = shim.err("agent_send", json!({"ids": [1, "nobody"], "text": "x"})).await;
     assert!(e.contains("ids[1]: no process is named \"nobody\""), "{e}");
     d.stop().await;

@@ -52,7 +52,7 @@ static PROFILES: &[Profile] = &[
     Profile {
         names: &["sqlite3", "sqlite"],
         needs_pty: true,
-        notes: "Prompt `sqlite> `; `.headers on` and `.mode box` read well; `.quit` leaves. `sqlite3 file.db 'SQL'` one-shots run on pipes.",
+        notes: "Prompt `sqlite> `; `.headers on` and `.mode box` read well; `.quit` leaves. Send each dot-command in its own process_run (several SQL statements may share one). `sqlite3 file.db 'SQL'` one-shots run on pipes.",
     },
     Profile {
         names: &["redis-cli", "valkey-cli"],

@@ -53,6 +53,10 @@ pub(crate) struct Shim {
 
 type ToolResult = Result<CallToolResult, String>;
 
+/// How many processes an unknown-name error lists (newest first): enough to
+/// find the one meant, few enough for one line.
+const KNOWN_NAMES_SHOWN: usize = 8;
+
 /// Where to send progress notifications, if the client asked for them.
 type Progress = Option<(Peer<RoleServer>, ProgressToken)>;
 
@@ -135,12 +139,13 @@ impl Shim {
                     let proc = Some(target.clone());
                     async move { c.inspect(pb::InspectRequest { proc }).await }
                 })
-                .await
-                .map_err(|_| {
-                    format!(
-                        "Error: {arg}: no process is named {text:?}. Give an id or a name from process_list."
-                    )
-                })?;
+                .await;
+            let Ok(found) = found else {
+                return Err(format!(
+                    "Error: {arg}: no process is named {text:?}. {}",
+                    shim.known_names().await
+                ));
+            };
             *v = serde_json::Value::from(found.id);
             Ok(())
         }
@@ -153,6 +158,38 @@ impl Shim {
             }
         }
         Ok(())
+    }
+
+    /// The processes an agent can name, for an error that saves it a
+    /// process_list call.
+    async fn known_names(&self) -> String {
+        let listed = self.call(None, |mut c| async move { c.list(pb::ListRequest {}).await }).await;
+        let Ok(listed) = listed else {
+            return "Give an id or a name from process_list.".into();
+        };
+        let known: Vec<String> = listed
+            .processes
+            .iter()
+            .rev()
+            .take(KNOWN_NAMES_SHOWN)
+            .map(|p| {
+                let what = std::iter::once(p.command.as_str())
+                    .chain(p.args.iter().map(String::as_str))
+                    .collect::<Vec<_>>()
+                    .join(" ");
+                let what: String = what.chars().take(40).collect();
+                if p.name.is_empty() {
+                    format!("{} ({what})", p.id)
+                } else {
+                    format!("{:?} = {} ({what})", p.name, p.id)
+                }
+            })
+            .collect();
+        if known.is_empty() {
+            "No process exists; start one with process_start.".into()
+        } else {
+            format!("Give an id or a name; the newest processes: {}.", known.join(", "))
+        }
     }
 
     /// Runs the tool `name`; `None` when there is no such tool.

@@ -8,7 +8,10 @@
 //! - `C-x`: Control with a letter or one of `@ [ \ ] ^ _ ?` (`C-c` is 0x03,
 //!   `C-?` is DEL);
 //! - `M-x`: Meta (ESC prefix) with any single character or named key
-//!   (`M-x`, `M-Enter`, `M-C-a`).
+//!   (`M-x`, `M-Enter`, `M-C-a`);
+//! - the spellings people and models use for those, any case: `Ctrl-c`,
+//!   `Ctrl+C`, `Control-c` and `^C` are `C-c`; `Alt-x`, `Alt+x` and
+//!   `Meta-x` are `M-x`; `Shift-Tab` is `BTab`.
 //!
 //! Cursor keys and Home/End follow the screen's application-cursor mode
 //! (`ESC O A` instead of `ESC [ A`), as a real terminal does.
@@ -90,6 +93,31 @@ fn control(c: char) -> Option<u8> {
 /// bytes; the bound also caps the recursion over `M-` prefixes.
 const MAX_KEY_NAME: usize = 32;
 
+/// A modifier spelt another common way, in the grammar's terms: `Ctrl-c`
+/// → `C-c`, `Alt+x` → `M-x`, `^C` → `C-C`, `Shift-Tab` → `BTab`.
+fn respelt(name: &str) -> Option<String> {
+    const CONTROL: [&str; 4] = ["ctrl-", "ctrl+", "control-", "control+"];
+    const META: [&str; 4] = ["alt-", "alt+", "meta-", "meta+"];
+    let lower = name.to_ascii_lowercase();
+    if lower == "shift-tab" || lower == "shift+tab" {
+        return Some("BTab".into());
+    }
+    let after = |prefixes: &[&str]| {
+        prefixes.iter().find(|p| lower.starts_with(**p)).map(|p| &name[p.len()..])
+    };
+    if let Some(rest) = after(&CONTROL) {
+        return Some(format!("C-{rest}"));
+    }
+    if let Some(rest) = after(&META) {
+        return Some(format!("M-{rest}"));
+    }
+    let mut chars = name.chars();
+    match (chars.next(), chars.next(), chars.next()) {
+        (Some('^'), Some(c), None) => Some(format!("C-{c}")),
+        _ => None,
+    }
+}
+
 /// The bytes for one key name.
 pub(crate) fn parse(name: &str, mode: CursorMode) -> Result<Vec<u8>, UnknownKey> {
     if name.len() > MAX_KEY_NAME {
@@ -98,6 +126,9 @@ pub(crate) fn parse(name: &str, mode: CursorMode) -> Result<Vec<u8>, UnknownKey>
         return Err(UnknownKey(shown));
     }
     let unknown = || UnknownKey(name.to_owned());
+    if let Some(tmux) = respelt(name) {
+        return parse(&tmux, mode).map_err(|_| unknown());
+    }
     if let Some(rest) = name.strip_prefix("M-") {
         if rest.is_empty() {
             return Err(unknown());
@@ -165,8 +196,28 @@ mod tests {
     }
 
     #[test]
+    fn common_spellings_of_modifiers_are_keys() {
+        for (alias, tmux) in [
+            ("Ctrl-C", "C-c"),
+            ("ctrl+c", "C-c"),
+            ("Control-a", "C-a"),
+            ("^C", "C-c"),
+            ("Alt-x", "M-x"),
+            ("alt+Enter", "M-Enter"),
+            ("Meta-x", "M-x"),
+            ("Alt-Ctrl-a", "M-C-a"),
+            ("Shift-Tab", "BTab"),
+        ] {
+            let want = parse(tmux, CursorMode::Normal).unwrap();
+            assert_eq!(parse(alias, CursorMode::Normal), Ok(want), "{alias}");
+        }
+    }
+
+    #[test]
     fn unknown_names_are_rejected() {
-        for bad in ["", "Entr", "C-", "C-ab", "C-1", "M-", "M-xy", "F13", "ctrl-c", "x"] {
+        for bad in
+            ["", "Entr", "C-", "C-ab", "C-1", "M-", "M-xy", "F13", "ctrl-1", "Alt-", "^", "x"]
+        {
             assert!(parse(bad, CursorMode::Normal).is_err(), "{bad:?}");
         }
         // A long chain of Meta prefixes is refused, not recursed into.
