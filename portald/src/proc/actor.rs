@@ -360,12 +360,12 @@ impl ProcActor {
                     Some(req) => self.on_request(req).await,
                     None => {
                         requests_open = false;
-                        self.on_abandoned();
+                        self.on_abandoned().await;
                     }
                 },
                 () = &mut timer, if armed.is_some() => {
                     armed = None;
-                    self.on_deadline();
+                    self.on_deadline().await;
                 }
                 _ = sweep.tick(), if self.exit.is_none() => {
                     if self.primary.is_some() {
@@ -376,7 +376,7 @@ impl ProcActor {
                 }
                 () = self.cancel.cancelled(), if !stopping => {
                     stopping = true;
-                    self.on_shutdown();
+                    self.on_shutdown().await;
                 }
             }
             if self.ending != Ending::Done && self.exit.is_some() && self.open_streams == 0 {
@@ -592,25 +592,25 @@ impl ProcActor {
         }
     }
 
-    fn on_deadline(&mut self) {
+    async fn on_deadline(&mut self) {
         match self.ending {
             Ending::No => {
                 let Some(timeout) = self.idle_timeout else { return };
                 if self.exit.is_none() && Duration::from_millis(self.shared.idle_ms()) >= timeout {
                     tracing::info!(proc = %self.id(), ?timeout, "idle timeout: killing the process tree");
-                    self.kill_tree(EndReason::TimedOut);
+                    self.kill_tree(EndReason::TimedOut).await;
                 }
             }
             Ending::Terminating => {
                 if self.exit.is_none() {
                     tracing::info!(proc = %self.id(), "still running after the kill grace; sending SIGKILL");
-                    self.signal_tree(libc::SIGKILL);
+                    self.signal_tree(libc::SIGKILL).await;
                 }
                 self.deadline = None;
             }
             Ending::Draining => {
                 tracing::info!(proc = %self.id(), "output still open after exit; killing the rest of the session");
-                self.signal_tree(libc::SIGKILL);
+                self.signal_tree(libc::SIGKILL).await;
                 self.ending = Ending::Abandoning;
                 self.deadline = Some(Instant::now() + EXIT_ABANDON_GRACE);
             }
@@ -623,7 +623,7 @@ impl ProcActor {
         }
     }
 
-    fn on_shutdown(&mut self) {
+    async fn on_shutdown(&mut self) {
         if self.exit.is_some() || self.ending == Ending::Done {
             return;
         }
@@ -632,51 +632,53 @@ impl ProcActor {
             Stdio::Pty(_) => libc::SIGHUP,
             Stdio::Pipes => libc::SIGTERM,
         };
-        self.signal_tree(polite);
+        self.signal_tree(polite).await;
         self.ending = Ending::Terminating;
         self.deadline = Some(Instant::now() + self.kill_grace);
     }
 
-    fn on_abandoned(&mut self) {
+    async fn on_abandoned(&mut self) {
         if self.exit.is_none() {
             tracing::warn!(proc = %self.id(), "every handle dropped while running; killing the tree");
-            self.kill_tree(EndReason::Killed);
+            self.kill_tree(EndReason::Killed).await;
         }
     }
 
     /// Signals the whole tree. Finding it reads `/proc` (milliseconds with
-    /// thousands of processes), so it runs on a blocking thread, never on
-    /// the runtime's workers; the exit, when it comes, arrives as an event.
-    fn signal_tree(&self, sig: i32) {
+    /// thousands of processes), so it runs on a blocking thread while the
+    /// actor waits for it, never on the runtime's workers.
+    fn signal_tree(&self, sig: i32) -> impl Future<Output = ()> + Send + 'static {
         let (id, pid, lineage) = (self.id(), self.pid(), self.lineage.clone());
-        tokio::task::spawn_blocking(move || {
-            if let Err(e) = sys::kill_tree(pid, Some(&lineage), sig) {
+        async move {
+            let done =
+                tokio::task::spawn_blocking(move || sys::kill_tree(pid, Some(&lineage), sig)).await;
+            if let Ok(Err(e)) = done {
                 tracing::warn!(proc = %id, sig, error = %e, "signalling the process tree failed");
             }
-        });
+        }
     }
 
     /// Kills what the program left behind after it exited: its pid may be
     /// reused by now, so only processes reparented to the daemon that carry
     /// its lineage, and their descendants. On a blocking thread, like
     /// [`Self::signal_tree`].
-    fn kill_leftovers(&self) {
+    fn kill_leftovers(&self) -> impl Future<Output = ()> + Send + 'static {
         let (id, lineage) = (self.id(), self.lineage.clone());
-        tokio::task::spawn_blocking(move || {
-            let killed = sys::kill_leftovers(&lineage);
-            if killed > 0 {
+        async move {
+            let killed = tokio::task::spawn_blocking(move || sys::kill_leftovers(&lineage)).await;
+            if let Ok(killed @ 1..) = killed {
                 tracing::info!(proc = %id, killed, "killed what the program left behind");
             }
-        });
+        }
     }
 
-    fn kill_tree(&mut self, reason: EndReason) {
+    async fn kill_tree(&mut self, reason: EndReason) {
         if self.exit.is_some() {
-            self.kill_leftovers();
+            self.kill_leftovers().await;
             return;
         }
         self.end_reason.get_or_insert(reason);
-        self.signal_tree(libc::SIGKILL);
+        self.signal_tree(libc::SIGKILL).await;
     }
 
     async fn finalize(&mut self) {
@@ -775,10 +777,10 @@ impl ProcActor {
             }
             ProcRequest::Kill { reason, reply } => {
                 if self.ending == Ending::Done {
-                    self.kill_leftovers();
+                    self.kill_leftovers().await;
                     let _ = reply.send(self.status());
                 } else {
-                    self.kill_tree(reason);
+                    self.kill_tree(reason).await;
                     self.kill_waiters.push(reply);
                 }
             }
