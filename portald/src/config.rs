@@ -114,7 +114,7 @@ pub struct Config {
     /// returned cursor.
     pub wait_ceiling: Duration,
     /// How much I/O log is kept (oldest trimmed first).
-    pub retention: crate::store::Retention,
+    pub retention: Retention,
     /// Tests only: writing the fault-injection trigger to a process panics
     /// its handler, to prove a panic is contained. No flag sets it.
     #[doc(hidden)]
@@ -154,7 +154,7 @@ impl Config {
             kill_grace: DEFAULT_KILL_GRACE,
             subreaper: true,
             wait_ceiling: DEFAULT_WAIT_CEILING,
-            retention: crate::store::Retention {
+            retention: Retention {
                 per_process: DEFAULT_LOG_PER_PROCESS,
                 total: DEFAULT_LOG_TOTAL,
                 max_db_bytes: None,
@@ -169,4 +169,23 @@ impl Config {
     pub fn database(&self) -> PathBuf {
         self.data_dir.join(portal_proto::paths::DATABASE_FILE)
     }
+}
+
+/// How much log the daemon keeps.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Retention {
+    /// Most bytes (all streams) retained per process.
+    pub per_process: u64,
+    /// Most bytes retained across all processes.
+    pub total: u64,
+    /// Hard ceiling of the database file, if any: reaching it behaves like a
+    /// full disk (trim, then drop with an error), never like a crash.
+    pub max_db_bytes: Option<u64>,
+}
+
+impl Retention {
+    /// No limits at all (tests).
+    #[cfg(test)]
+    pub(crate) const UNLIMITED: Self =
+        Self { per_process: u64::MAX, total: u64::MAX, max_db_bytes: None };
 }

@@ -40,7 +40,7 @@ pub(crate) struct Daemon {
     /// Agent state.
     pub(crate) agents: Arc<crate::agents::Agents>,
     /// Remembered agent sends.
-    pub(crate) ledger: crate::agents::send::Ledger,
+    pub(crate) ledger: crate::sends::Ledger,
     /// Wall-clock start, ns.
     pub(crate) started_at_ns: i64,
     /// Monotonic start.
@@ -115,7 +115,7 @@ impl Daemon {
             *shared.cursors() = r.ends;
             shared.touch();
             let handle = ProcHandle::dormant(facts, shared, status, size, self.store.clone());
-            self.store.track(handle.id(), &handle.shared);
+            self.store.track(handle.id(), handle.history_starts());
             self.registry.insert_dormant(handle);
         }
         Ok(n)
@@ -241,7 +241,7 @@ impl Daemon {
             self.agents.register(id);
         }
         let handle = actor::start(parts, &self.tracker)?;
-        self.store.track(handle.id(), &handle.shared);
+        self.store.track(handle.id(), handle.history_starts());
         if let Some((name, kind)) = agent {
             // The program itself is an agent: known from the start.
             self.agents.apply(id, AgentEvent::Discovered { name, kind, pid, job: None });

@@ -10,7 +10,9 @@
 //!   (the gRPC server and the shutdown order).
 //! - `grpc`: the service; wire ⇄ domain conversion and validation; the one
 //!   error → status table; the peer-uid check.
-//! - `daemon`: the domain facade the service calls.
+//! - `daemon`: the domain facade the service calls. `domain`: the types
+//!   every layer shares (process and stream ids, chunks, agent states); it
+//!   imports nothing of the daemon.
 //! - `registry`: id/name → process handle. `profiles`: built-in answers of
 //!   the program registry (`program_query`) for common programs.
 //! - `proc`: one actor per managed process (`proc::actor`), spawning and
@@ -28,6 +30,7 @@ mod ansi;
 pub mod config;
 mod daemon;
 pub mod doctor;
+mod domain;
 #[cfg(test)]
 mod fuzz;
 mod grpc;
@@ -37,14 +40,15 @@ mod profiles;
 mod reads;
 mod registry;
 mod screen;
+mod sends;
 pub mod server;
 mod store;
 mod sys;
 mod waits;
 
 pub use config::Config;
+pub use config::Retention;
 pub use server::{Listener, StartError, bind, run, serve};
-pub use store::Retention;
 
 /// Detaches the daemon from whoever started it: a new session, so it has no
 /// controlling terminal and survives the client and its terminal.

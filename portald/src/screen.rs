@@ -38,8 +38,7 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 
 use crate::config::MIN_TERM_DIM;
-use crate::proc::spawn::Replier;
-use crate::proc::{ProcId, TermSize};
+use crate::domain::{ProcId, TermSize};
 
 /// Pending bytes at which the oldest are dropped (output that could not be
 /// elided exactly, say a flood of cursor movement). vt100 parses 50–90
@@ -55,6 +54,10 @@ pub(crate) const REPLAY_BYTES: u64 = 1 << 20;
 /// Longest OSC body passed to the parser. Titles and notifications are far
 /// shorter; past this, bytes are dropped until the terminator.
 const OSC_BODY_MAX: usize = 4096;
+
+/// Where the screen sends its answers to terminal queries (DSR, DA):
+/// into the program's input, as a terminal would.
+pub(crate) type Replier = Box<dyn Fn(Vec<u8>) + Send>;
 
 /// A rendered screen at one moment.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -206,7 +209,7 @@ impl Model {
         }
         let replies = std::mem::take(&mut self.parser.callbacks_mut().replies);
         if let (false, Some(r)) = (replies.is_empty(), &self.replier) {
-            r.send(replies);
+            r(replies);
         }
     }
 

@@ -216,7 +216,7 @@ pub async fn serve(listener: Listener, shutdown: CancellationToken) -> anyhow::R
     let last_seq = store.read(crate::store::last_agent_seq).await.unwrap_or(0);
     let daemon = Arc::new(Daemon {
         agents: Arc::new(crate::agents::Agents::new(store.clone(), last_seq)),
-        ledger: crate::agents::send::Ledger::default(),
+        ledger: crate::sends::Ledger::default(),
         config,
         store: store.clone(),
         registry: Registry::default(),

@@ -27,7 +27,6 @@
 
 pub(crate) mod dialog;
 pub(crate) mod hooks;
-pub(crate) mod send;
 pub(crate) mod signals;
 
 use std::collections::{HashMap, VecDeque};
@@ -36,106 +35,12 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
-use crate::proc::ProcId;
+pub(crate) use crate::domain::{AgentState, ProcId, Source, Transition};
 use crate::store::Store;
 
 /// Transitions kept in memory for watchers; older ones are read from the
 /// database.
 const TRANSITION_RING: usize = 4096;
-
-/// What an agent is doing.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub(crate) enum AgentState {
-    /// Working on a turn.
-    Running,
-    /// Needs a person or orchestrator.
-    AwaitingInput,
-    /// Finished its turn.
-    Done,
-    /// Alive with no task.
-    Idle,
-    /// Gone.
-    Exited,
-    /// No usable signal yet.
-    Unknown,
-}
-
-impl AgentState {
-    /// Every state, in attention order (most urgent first).
-    pub(crate) const ATTENTION: [Self; 6] =
-        [Self::AwaitingInput, Self::Done, Self::Running, Self::Idle, Self::Unknown, Self::Exited];
-
-    /// States in which a send is allowed by default.
-    pub(crate) const READY: [Self; 3] = [Self::AwaitingInput, Self::Done, Self::Idle];
-
-    /// Higher is more urgent.
-    pub(crate) fn attention(self) -> usize {
-        Self::ATTENTION.len()
-            - Self::ATTENTION.iter().position(|s| *s == self).unwrap_or(Self::ATTENTION.len())
-    }
-
-    /// snake_case name.
-    pub(crate) const fn as_str(self) -> &'static str {
-        match self {
-            Self::Running => "running",
-            Self::AwaitingInput => "awaiting_input",
-            Self::Done => "done",
-            Self::Idle => "idle",
-            Self::Exited => "exited",
-            Self::Unknown => "unknown",
-        }
-    }
-
-    /// Strict parse of a snake_case name.
-    pub(crate) fn parse(s: &str) -> Option<Self> {
-        Some(match s {
-            "running" => Self::Running,
-            "awaiting_input" => Self::AwaitingInput,
-            "done" => Self::Done,
-            "idle" => Self::Idle,
-            "exited" => Self::Exited,
-            "unknown" => Self::Unknown,
-            _ => return None,
-        })
-    }
-
-    /// Short label for summaries.
-    pub(crate) const fn label(self) -> &'static str {
-        match self {
-            Self::AwaitingInput => "wait",
-            Self::Done => "done",
-            Self::Running => "run",
-            Self::Idle => "idle",
-            Self::Unknown => "?",
-            Self::Exited => "exit",
-        }
-    }
-}
-
-/// Where a state came from.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Source {
-    /// A hook report over the socket.
-    Hook,
-    /// An OSC 3008 record in the output.
-    Osc,
-    /// A guess from bells and notifications.
-    Heuristic,
-    /// Exact process facts.
-    Lifecycle,
-}
-
-impl Source {
-    /// Name.
-    pub(crate) const fn as_str(self) -> &'static str {
-        match self {
-            Self::Hook => "hook",
-            Self::Osc => "osc",
-            Self::Heuristic => "heuristic",
-            Self::Lifecycle => "lifecycle",
-        }
-    }
-}
 
 /// An agent record.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -450,27 +355,6 @@ pub(crate) fn apply(
     rec.since_ns = now.0;
     rec.since_mono_ns = now.1;
     Some(before)
-}
-
-/// A recorded transition.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct Transition {
-    /// Global sequence number.
-    pub(crate) seq: u64,
-    /// Process.
-    pub(crate) id: ProcId,
-    /// Before.
-    pub(crate) before: AgentState,
-    /// After.
-    pub(crate) after: AgentState,
-    /// Source.
-    pub(crate) source: Source,
-    /// Name.
-    pub(crate) name: Option<String>,
-    /// Reason.
-    pub(crate) reason: Option<String>,
-    /// Wall clock, ns.
-    pub(crate) at_ns: i64,
 }
 
 struct Entry {

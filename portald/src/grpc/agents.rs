@@ -10,13 +10,13 @@ use tonic::Status;
 
 use super::convert::{InvalidRequest, status_pb};
 use crate::agents::hooks::{self, HookAction, HookAgent};
-use crate::agents::send::{SendSpec, send_one};
 use crate::agents::{
     AgentEvent, AgentRecord, AgentState, Mode, Source, Transition, WaitOutcome, signals, wait_fleet,
 };
 use crate::daemon::Daemon;
 use crate::proc::{ProcError, ProcId};
 use crate::registry::ProcTarget;
+use crate::sends::{SendSpec, send_one};
 
 fn invalid(field: &str, reason: String) -> InvalidRequest {
     InvalidRequest { field: field.to_owned(), reason }
@@ -265,7 +265,7 @@ pub(crate) async fn send(
             async move {
                 match this.get(&ProcTarget::Id(id.0)) {
                     Ok(h) => send_one(&this.agents, &this.ledger, &h, &spec, &this.shutdown).await,
-                    Err(e) => crate::agents::send::SendResult {
+                    Err(e) => crate::sends::SendResult {
                         sent: false,
                         deduplicated: false,
                         outcome: WaitOutcome::Vanished,

@@ -30,54 +30,7 @@ use crate::store::Store;
 use crate::store::StoreError;
 use crate::sys::ExitInfo;
 
-/// A managed process's id: unique for the life of the database, never reused.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub(crate) struct ProcId(pub(crate) u64);
-
-impl std::fmt::Display for ProcId {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        self.0.fmt(f)
-    }
-}
-
-/// One stream of a process. The discriminants are the stored values.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub(crate) enum StreamId {
-    /// What was written to the program.
-    Stdin = 0,
-    /// Standard output, or everything a PTY printed.
-    Stdout = 1,
-    /// Standard error (pipe mode).
-    Stderr = 2,
-}
-
-impl StreamId {
-    /// Every stream, in index order.
-    pub(crate) const ALL: [Self; 3] = [Self::Stdin, Self::Stdout, Self::Stderr];
-
-    /// Index into per-stream arrays.
-    pub(crate) const fn index(self) -> usize {
-        self as usize
-    }
-
-    /// Lowercase name used in messages.
-    pub(crate) const fn name(self) -> &'static str {
-        match self {
-            Self::Stdin => "stdin",
-            Self::Stdout => "stdout",
-            Self::Stderr => "stderr",
-        }
-    }
-}
-
-/// A terminal size, already validated.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct TermSize {
-    /// Rows.
-    pub(crate) rows: u16,
-    /// Columns.
-    pub(crate) cols: u16,
-}
+pub(crate) use crate::domain::{Chunk, ProcId, StreamId, TermSize};
 
 /// How the program's standard streams are connected.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -283,30 +236,6 @@ pub(crate) enum ProcError {
     Store(#[from] StoreError),
 }
 
-/// One chunk of a stream, as recorded.
-#[derive(Clone, Debug)]
-pub(crate) struct Chunk {
-    /// Which process.
-    pub(crate) proc: ProcId,
-    /// Which stream.
-    pub(crate) stream: StreamId,
-    /// Offset of the first byte in its stream.
-    pub(crate) offset: u64,
-    /// Wall-clock ns when read from the program.
-    pub(crate) ts_ns: i64,
-    /// Monotonic ns when read from the program.
-    pub(crate) mono_ns: i64,
-    /// The bytes.
-    pub(crate) data: Bytes,
-}
-
-impl Chunk {
-    /// Offset just past the last byte.
-    pub(crate) fn end(&self) -> u64 {
-        self.offset + self.data.len() as u64
-    }
-}
-
 /// What subscribers receive, in order.
 #[derive(Clone, Debug)]
 pub(crate) enum LiveEvent {
@@ -337,6 +266,14 @@ pub(crate) struct Shared {
     pub(crate) input_state: AtomicU8,
     /// Its source: 1 kernel, 2 heuristic.
     pub(crate) input_source: AtomicU8,
+}
+
+impl crate::store::HistoryStarts for Shared {
+    fn history_starts_at(&self, starts: [u64; 3]) {
+        for (slot, start) in self.start.iter().zip(starts) {
+            slot.fetch_max(start, Ordering::AcqRel);
+        }
+    }
 }
 
 impl Shared {
@@ -521,6 +458,13 @@ pub(crate) struct ProcHandle {
 }
 
 impl ProcHandle {
+    /// Where the store tells this process that trims moved its history's
+    /// start.
+    pub(crate) fn history_starts(&self) -> std::sync::Weak<dyn crate::store::HistoryStarts> {
+        let live: Arc<dyn crate::store::HistoryStarts> = self.shared.clone();
+        Arc::downgrade(&live)
+    }
+
     /// Id.
     pub(crate) fn id(&self) -> ProcId {
         self.facts.id

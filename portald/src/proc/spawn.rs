@@ -29,6 +29,7 @@ use tokio::sync::{mpsc, oneshot};
 use super::probe::InputTarget;
 use super::{ProcError, ProcId, ProcSpec, Stdio, StreamId, TermSize};
 use crate::config::{OUTPUT_QUEUE_CHUNKS, READ_CHUNK_BYTES};
+use crate::screen::Replier;
 use crate::sys::{self, ExitInfo};
 
 /// Longest pause honoured between two input writes.
@@ -116,22 +117,6 @@ pub(crate) struct InputWriter {
     pending: Arc<AtomicUsize>,
 }
 
-/// Writes terminal replies (cursor position, device attributes) to the
-/// program's input, in order with other input, without logging them: they
-/// are terminal protocol, not something anyone typed.
-#[derive(Clone, Debug)]
-pub(crate) struct Replier {
-    tx: std::sync::mpsc::Sender<InputMsg>,
-    pending: Arc<AtomicUsize>,
-}
-
-impl Replier {
-    /// Queues a reply; a program that stopped reading just never gets it.
-    pub(crate) fn send(&self, data: Vec<u8>) {
-        enqueue(&self.tx, &self.pending, Bytes::from(data));
-    }
-}
-
 /// Queues bytes for the writer thread, counting them as unread (for this
 /// process and in total) until it has written them. `false` when the
 /// writer thread is gone (the count is undone).
@@ -149,8 +134,16 @@ fn enqueue(tx: &std::sync::mpsc::Sender<InputMsg>, pending: &AtomicUsize, data: 
 
 impl InputWriter {
     /// A handle for terminal replies, while input is open.
+    /// Terminal replies are queued to the program's input, in order with
+    /// other input, without logging them: they are terminal protocol, not
+    /// something anyone typed; a program that stopped reading never gets
+    /// them.
     pub(crate) fn replier(&self) -> Option<Replier> {
-        self.tx.as_ref().map(|tx| Replier { tx: tx.clone(), pending: Arc::clone(&self.pending) })
+        let tx = self.tx.clone()?;
+        let pending = Arc::clone(&self.pending);
+        Some(Box::new(move |data: Vec<u8>| {
+            enqueue(&tx, &pending, Bytes::from(data));
+        }))
     }
 
     /// Bytes accepted but not yet written to the program.

@@ -17,7 +17,7 @@ use std::collections::BTreeMap;
 use rusqlite::{Connection, OptionalExtension, params};
 
 use super::{StoreError, to_i64};
-use crate::proc::{ProcId, StreamId};
+use crate::domain::{ProcId, StreamId};
 
 /// Rows deleted per step: each may carry a 64 KiB overflow page that SQLite
 /// reads to free, so a step costs a few milliseconds at most.

@@ -36,11 +36,11 @@ use bytes::Bytes;
 use rusqlite::{Connection, OptionalExtension, Transaction, params};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, oneshot};
 
+pub(crate) use crate::config::Retention;
 use crate::config::{MAX_RECORD_BYTES, STORE_BACKLOG_BYTES, STORE_BATCH_BYTES};
-use crate::proc::{Chunk, ProcId, Shared, StreamId};
+use crate::domain::{AgentState, Chunk, ProcId, Source, StreamId, Transition};
 use checkpoint::Checkpointer;
 use gc::Garbage;
-pub use retention::Retention;
 use retention::Usage;
 
 /// Messages queued to the writer (bounded in bytes by the semaphore, in count
@@ -199,7 +199,7 @@ enum Msg {
         reply: oneshot::Sender<Result<ProcId, StoreError>>,
     },
     Status(StatusUpdate),
-    Transition(crate::agents::Transition),
+    Transition(Transition),
     Clear {
         id: ProcId,
         starts: [u64; 3],
@@ -249,7 +249,7 @@ pub(crate) struct Store {
 /// health.
 #[derive(Debug, Default)]
 struct WriterShared {
-    tracked: Mutex<HashMap<ProcId, Weak<Shared>>>,
+    tracked: Mutex<HashMap<ProcId, Weak<dyn HistoryStarts>>>,
     retained: AtomicU64,
     trimmed: AtomicU64,
     dropped: AtomicU64,
@@ -260,7 +260,7 @@ struct WriterShared {
 }
 
 impl WriterShared {
-    fn tracked(&self) -> std::sync::MutexGuard<'_, HashMap<ProcId, Weak<Shared>>> {
+    fn tracked(&self) -> std::sync::MutexGuard<'_, HashMap<ProcId, Weak<dyn HistoryStarts>>> {
         self.tracked.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
@@ -269,10 +269,8 @@ impl WriterShared {
     }
 
     fn publish_starts(&self, id: ProcId, starts: [u64; 3]) {
-        if let Some(shared) = self.tracked().get(&id).and_then(Weak::upgrade) {
-            for (slot, start) in shared.start.iter().zip(starts) {
-                slot.fetch_max(start, Ordering::AcqRel);
-            }
+        if let Some(live) = self.tracked().get(&id).and_then(Weak::upgrade) {
+            live.history_starts_at(starts);
         }
     }
 
@@ -305,6 +303,14 @@ pub(crate) struct LogHealth {
     pub(crate) dropped: u64,
     /// The last storage error, while writes fail.
     pub(crate) error: Option<String>,
+}
+
+/// What the live side of a process learns from the store: trims (retention,
+/// room on a full disk) move where each stream's history begins.
+pub(crate) trait HistoryStarts: Send + Sync {
+    /// The history of each stream (stdin, stdout, stderr) now begins at or
+    /// after `starts`; a start never moves back.
+    fn history_starts_at(&self, starts: [u64; 3]);
 }
 
 /// The writer thread; join it after the last [`Store`] is dropped.
@@ -420,9 +426,11 @@ impl Store {
         Ok((store, StoreThread(thread)))
     }
 
-    /// Lets trims of `id`'s history move the history starts readers see.
-    pub(crate) fn track(&self, id: ProcId, shared: &Arc<Shared>) {
-        self.shared.tracked().insert(id, Arc::downgrade(shared));
+    /// Tells `live` whenever a trim moves where `id`'s history begins (the
+    /// store keeps only a weak reference: a process forgotten by the live
+    /// side is simply not told).
+    pub(crate) fn track(&self, id: ProcId, live: Weak<dyn HistoryStarts>) {
+        self.shared.tracked().insert(id, live);
     }
 
     /// How the log is doing.
@@ -500,7 +508,7 @@ impl Store {
 
     /// Appends an agent transition to the history (without waiting: the
     /// queue holds thousands; if it is ever full the loss is logged).
-    pub(crate) fn record_transition(&self, t: crate::agents::Transition) {
+    pub(crate) fn record_transition(&self, t: Transition) {
         if let Err(e) = self.tx.try_send(Msg::Transition(t)) {
             tracing::warn!(error = %e, "agent history not recorded: the store queue is full");
         }
@@ -1402,8 +1410,7 @@ pub(crate) fn agent_events_after(
     conn: &Connection,
     since: u64,
     limit: usize,
-) -> Result<Vec<crate::agents::Transition>, StoreError> {
-    use crate::agents::{AgentState, Source, Transition};
+) -> Result<Vec<Transition>, StoreError> {
     let mut stmt = conn.prepare_cached(
         "SELECT seq, proc_id, at_ns, before, after, source, name, reason FROM agent_events WHERE seq > ?1 ORDER BY seq LIMIT ?2",
     )?;
@@ -1655,8 +1662,9 @@ mod tests {
         let limits = Retention { per_process: 1000, total: u64::MAX, max_db_bytes: None };
         let (store, thread) = Store::open(&dir.path().join("t.db"), limits).unwrap();
         let id = store.create_proc(new_proc()).await.unwrap();
-        let shared = Arc::new(Shared::default());
-        store.track(id, &shared);
+        let shared = Arc::new(crate::proc::Shared::default());
+        let live: Arc<dyn HistoryStarts> = shared.clone();
+        store.track(id, Arc::downgrade(&live));
         for i in 0..10u64 {
             let mono = 20_000_000 * i64::try_from(i).unwrap();
             let c = chunk(id.0, StreamId::Stdout, i * 200, mono, &[b'x'; 200]);

@@ -24,26 +24,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use rusqlite::{OptionalExtension, Transaction, params};
 
 use super::{StoreError, to_i64};
-use crate::proc::{Chunk, ProcId, StreamId};
-
-/// How much log the daemon keeps.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Retention {
-    /// Most bytes (all streams) retained per process.
-    pub per_process: u64,
-    /// Most bytes retained across all processes.
-    pub total: u64,
-    /// Hard ceiling of the database file, if any: reaching it behaves like a
-    /// full disk (trim, then drop with an error), never like a crash.
-    pub max_db_bytes: Option<u64>,
-}
-
-impl Retention {
-    /// No limits at all (tests).
-    #[cfg(test)]
-    pub(crate) const UNLIMITED: Self =
-        Self { per_process: u64::MAX, total: u64::MAX, max_db_bytes: None };
-}
+use crate::config::Retention;
+use crate::domain::{Chunk, ProcId, StreamId};
 
 /// Retained offsets of one stream.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

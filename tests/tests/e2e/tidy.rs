@@ -52,3 +52,64 @@ fn every_source_file_has_a_module_doc_and_no_leftovers() {
     }
     assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
+
+/// The top-level module of the daemon a source file belongs to
+/// (`proc/actor.rs` → `proc`, `screen.rs` → `screen`).
+fn daemon_module(src: &Path, file: &Path) -> String {
+    let rel = file.strip_prefix(src).unwrap();
+    let first = rel.components().next().unwrap().as_os_str().to_string_lossy().into_owned();
+    first.trim_end_matches(".rs").to_owned()
+}
+
+/// The daemon's modules that `text` (non-test code) names as `crate::x`.
+fn imported_modules(text: &str) -> std::collections::BTreeSet<String> {
+    // Unit tests may reach anywhere; the rule is about the daemon's code.
+    let code = text.split("#[cfg(test)]\nmod tests").next().unwrap_or(text);
+    code.match_indices("crate::")
+        .filter_map(|(i, _)| {
+            let rest = &code[i + "crate::".len()..];
+            let name: String =
+                rest.chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_').collect();
+            (!name.is_empty() && name.chars().next().is_some_and(|c| c.is_ascii_lowercase()))
+                .then_some(name)
+        })
+        .collect()
+}
+
+#[test]
+fn no_module_of_the_daemon_imports_one_that_imports_it_back() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().join("portald/src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    let mut uses: std::collections::BTreeMap<String, std::collections::BTreeSet<String>> =
+        std::collections::BTreeMap::new();
+    for f in &files {
+        let module = daemon_module(&src, f);
+        // The crate root and the binary sit above everything; the fuzz
+        // properties are tests.
+        if ["lib", "main", "fuzz"].contains(&module.as_str()) {
+            continue;
+        }
+        let text = std::fs::read_to_string(f).unwrap();
+        let entry = uses.entry(module.clone()).or_default();
+        entry.extend(imported_modules(&text).into_iter().filter(|m| *m != module));
+    }
+    assert!(uses.contains_key("domain") && uses.contains_key("store"), "{:?}", uses.keys());
+    assert!(uses["domain"].is_empty(), "domain must import nothing: {:?}", uses["domain"]);
+    // Every path of imports from a module must never lead back to it.
+    for start in uses.keys() {
+        let mut stack: Vec<Vec<String>> = vec![vec![start.clone()]];
+        let mut seen = std::collections::BTreeSet::new();
+        while let Some(path) = stack.pop() {
+            let last = path.last().unwrap();
+            for next in uses.get(last).into_iter().flatten() {
+                assert!(next != start, "an import circle: {} -> {next}", path.join(" -> "));
+                if seen.insert(next.clone()) {
+                    let mut longer = path.clone();
+                    longer.push(next.clone());
+                    stack.push(longer);
+                }
+            }
+        }
+    }
+}

@@ -31,7 +31,7 @@ use bytes::Bytes;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use super::{AgentEvent, AgentState, Agents, WaitOutcome, dialog, wait_one};
+use crate::agents::{AgentEvent, AgentState, Agents, WaitOutcome, dialog, wait_one};
 use crate::proc::{ProcError, ProcHandle, ProcId};
 
 /// How long a successful send is remembered for retries with its key.

@@ -1,0 +1,195 @@
+//! Portal's domain types: what a process, a stream, a chunk of output and
+//! an agent's state are. The bottom of the daemon: every other module may
+//! use it, and it uses none of them, so the store, the screen, the process
+//! actors and the agent monitor share these types without importing each
+//! other.
+
+use bytes::Bytes;
+
+/// A managed process's id: unique for the life of the database, never reused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub(crate) struct ProcId(pub(crate) u64);
+
+impl std::fmt::Display for ProcId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+/// One stream of a process. The discriminants are the stored values.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub(crate) enum StreamId {
+    /// What was written to the program.
+    Stdin = 0,
+    /// Standard output, or everything a PTY printed.
+    Stdout = 1,
+    /// Standard error (pipe mode).
+    Stderr = 2,
+}
+
+impl StreamId {
+    /// Every stream, in index order.
+    pub(crate) const ALL: [Self; 3] = [Self::Stdin, Self::Stdout, Self::Stderr];
+
+    /// Index into per-stream arrays.
+    pub(crate) const fn index(self) -> usize {
+        self as usize
+    }
+
+    /// Lowercase name used in messages.
+    pub(crate) const fn name(self) -> &'static str {
+        match self {
+            Self::Stdin => "stdin",
+            Self::Stdout => "stdout",
+            Self::Stderr => "stderr",
+        }
+    }
+}
+
+/// A terminal size, already validated.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct TermSize {
+    /// Rows.
+    pub(crate) rows: u16,
+    /// Columns.
+    pub(crate) cols: u16,
+}
+
+/// One chunk of a stream, as recorded.
+#[derive(Clone, Debug)]
+pub(crate) struct Chunk {
+    /// Which process.
+    pub(crate) proc: ProcId,
+    /// Which stream.
+    pub(crate) stream: StreamId,
+    /// Offset of the first byte in its stream.
+    pub(crate) offset: u64,
+    /// Wall-clock ns when read from the program.
+    pub(crate) ts_ns: i64,
+    /// Monotonic ns when read from the program.
+    pub(crate) mono_ns: i64,
+    /// The bytes.
+    pub(crate) data: Bytes,
+}
+
+impl Chunk {
+    /// Offset just past the last byte.
+    pub(crate) fn end(&self) -> u64 {
+        self.offset + self.data.len() as u64
+    }
+}
+
+/// What an agent is doing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum AgentState {
+    /// Working on a turn.
+    Running,
+    /// Needs a person or orchestrator.
+    AwaitingInput,
+    /// Finished its turn.
+    Done,
+    /// Alive with no task.
+    Idle,
+    /// Gone.
+    Exited,
+    /// No usable signal yet.
+    Unknown,
+}
+
+impl AgentState {
+    /// Every state, in attention order (most urgent first).
+    pub(crate) const ATTENTION: [Self; 6] =
+        [Self::AwaitingInput, Self::Done, Self::Running, Self::Idle, Self::Unknown, Self::Exited];
+
+    /// States in which a send is allowed by default.
+    pub(crate) const READY: [Self; 3] = [Self::AwaitingInput, Self::Done, Self::Idle];
+
+    /// Higher is more urgent.
+    pub(crate) fn attention(self) -> usize {
+        Self::ATTENTION.len()
+            - Self::ATTENTION.iter().position(|s| *s == self).unwrap_or(Self::ATTENTION.len())
+    }
+
+    /// snake_case name.
+    pub(crate) const fn as_str(self) -> &'static str {
+        match self {
+            Self::Running => "running",
+            Self::AwaitingInput => "awaiting_input",
+            Self::Done => "done",
+            Self::Idle => "idle",
+            Self::Exited => "exited",
+            Self::Unknown => "unknown",
+        }
+    }
+
+    /// Strict parse of a snake_case name.
+    pub(crate) fn parse(s: &str) -> Option<Self> {
+        Some(match s {
+            "running" => Self::Running,
+            "awaiting_input" => Self::AwaitingInput,
+            "done" => Self::Done,
+            "idle" => Self::Idle,
+            "exited" => Self::Exited,
+            "unknown" => Self::Unknown,
+            _ => return None,
+        })
+    }
+
+    /// Short label for summaries.
+    pub(crate) const fn label(self) -> &'static str {
+        match self {
+            Self::AwaitingInput => "wait",
+            Self::Done => "done",
+            Self::Running => "run",
+            Self::Idle => "idle",
+            Self::Unknown => "?",
+            Self::Exited => "exit",
+        }
+    }
+}
+
+/// Where a state came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Source {
+    /// A hook report over the socket.
+    Hook,
+    /// An OSC 3008 record in the output.
+    Osc,
+    /// A guess from bells and notifications.
+    Heuristic,
+    /// Exact process facts.
+    Lifecycle,
+}
+
+impl Source {
+    /// Name.
+    pub(crate) const fn as_str(self) -> &'static str {
+        match self {
+            Self::Hook => "hook",
+            Self::Osc => "osc",
+            Self::Heuristic => "heuristic",
+            Self::Lifecycle => "lifecycle",
+        }
+    }
+}
+
+/// A recorded transition.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Transition {
+    /// Global sequence number.
+    pub(crate) seq: u64,
+    /// Process.
+    pub(crate) id: ProcId,
+    /// Before.
+    pub(crate) before: AgentState,
+    /// After.
+    pub(crate) after: AgentState,
+    /// Source.
+    pub(crate) source: Source,
+    /// Name.
+    pub(crate) name: Option<String>,
+    /// Reason.
+    pub(crate) reason: Option<String>,
+    /// Wall clock, ns.
+    pub(crate) at_ns: i64,
+}
