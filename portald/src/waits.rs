@@ -341,8 +341,6 @@ async fn wait_with(
     entry: Entry,
     attachment: Option<crate::proc::Attachment>,
 ) -> Result<WaitOutcome, ProcError> {
-    let start = Instant::now();
-    let deadline = start + spec.timeout;
     if matches!(h.facts.spec.stdio, Stdio::Pty(_)) {
         spec.streams.retain(|s| *s != StreamId::Stderr);
     }
@@ -352,242 +350,332 @@ async fn wait_with(
     for s in StreamId::ALL {
         pos[s.index()] = from[s.index()].unwrap_or(ends[s.index()]).min(ends[s.index()]);
     }
-    let follow_from = FollowFrom::Cursor(pos.map(Some));
     let mut rx = reads::follow(
         h.clone(),
         cx.store.clone(),
         spec.streams.clone(),
-        follow_from,
+        FollowFrom::Cursor(pos.map(Some)),
         cx.cancel.clone(),
         cx.tracker,
     );
-    let is_pty = h.screen.is_some();
-    let screen_needed = is_pty && (spec.on_screen || spec.screen_stable);
-    let bound = usize::try_from(spec.max_bytes).unwrap_or(usize::MAX);
-    let mut w =
-        Watch { renderers: [None, None, None], hay: String::new(), dropped: 0, bytes: 0, pos };
-    let mut last_output = start;
-    let mut last_screen_change = start;
-    let mut screen_seen: Option<u64> = None;
-    let mut screen_dirty = screen_needed;
-    let mut input_check: Option<Instant> = spec.input.then(|| start + input::QUIET);
-    let mut input_seen: Option<InputReport> = None;
-    let mut shell_done_at: Option<Instant> = None;
-    let mut matched_at_entry = false;
-    let mut result: Option<(WaitReason, Option<Match>)> = None;
-    let mut command_exit = None;
-    let mut cut_at: Option<usize> = None;
-    let mut marks_skipped = 0;
+    let mut waiter = Waiter::new(h, spec, completion, pos);
     let mut screen_tick = tokio::time::interval(SCREEN_POLL);
     screen_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-
-    if spec.on_screen
-        && is_pty
-        && let Some(needle) = &spec.needle
-    {
-        let snap = h.snapshot().await?;
-        if let Some(m) = needle.find(&snap.lines.join("\n"), 0) {
-            matched_at_entry = entry == Entry::Before;
-            result = Some((
-                WaitReason::Matched,
-                Some((m, StreamId::Stdout, pos[StreamId::Stdout.index()])),
-            ));
-        }
-    }
-
-    while result.is_none() {
-        let settle_at = spec.settle.filter(|_| !spec.screen_stable).map(|s| last_output + s);
-        let next_timer = [Some(deadline), settle_at, input_check, shell_done_at]
-            .into_iter()
-            .flatten()
-            .min()
-            .unwrap_or(deadline);
+    waiter.match_screen_at_entry(entry).await?;
+    while waiter.result.is_none() {
+        let (next_timer, settle_at) = waiter.next_timer();
         tokio::select! {
             biased;
             item = rx.recv() => match item {
-                Some(Ok(FollowItem::Output(rec))) => {
-                    let i = rec.stream.index();
-                    w.pos[i] = rec.offset + rec.length;
-                    last_output = Instant::now();
-                    if spec.input || shell_done_at.is_some() {
-                        input_check = Some(last_output + input::QUIET);
-                    }
-                    screen_dirty = screen_needed;
-                    let (before, marks) = w.feed(rec.stream, &rec.data);
-                    let after_chunk = w.pos[i];
-                    for stop in &spec.stop {
-                        let from = w.local(before.saturating_sub(stop.lookback()));
-                        if let Some(m) = stop.find(&w.hay, from) {
-                            result = Some((WaitReason::Stopped, Some((m, rec.stream, after_chunk))));
-                            break;
-                        }
-                    }
-                    if result.is_none() && !spec.on_screen
-                        && let Some(needle) = &spec.needle {
-                            let from = w.local(before.saturating_sub(needle.lookback()));
-                            if let Some(m) = needle.find(&w.hay, from) {
-                                result = Some((WaitReason::Matched, Some((m, rec.stream, after_chunk))));
-                            }
-                        }
-                    if result.is_none() {
-                        match &completion {
-                            Completion::ShellMark { skip } => {
-                                for mark in marks {
-                                    if marks_skipped < *skip {
-                                        marks_skipped += 1;
-                                        continue;
-                                    }
-                                    command_exit = mark.exit_code;
-                                    cut_at = Some(mark.at);
-                                    // The command finished; the shell now
-                                    // draws its prompt. Wait (briefly) until
-                                    // it reads again, so the result carries
-                                    // the prompt and a true input state.
-                                    let now = Instant::now();
-                                    shell_done_at = Some(now + SHELL_PROMPT_GRACE);
-                                    input_check = Some(now + input::QUIET);
-                                    break;
-                                }
-                            }
-                            Completion::Conditions => {}
-                        }
-                    }
-                    if result.is_none() && w.bytes >= spec.max_bytes {
-                        result = Some((WaitReason::ByteCap, None));
-                    }
-                    w.bound(bound);
-                }
+                Some(Ok(FollowItem::Output(rec))) => waiter.on_output(&rec),
                 Some(Ok(FollowItem::Gap { .. })) => {}
-                Some(Ok(FollowItem::Ended)) => result = Some((WaitReason::Exited, None)),
+                Some(Ok(FollowItem::Ended)) => waiter.result = Some((WaitReason::Exited, None)),
                 Some(Err(e)) => return Err(e),
                 None => {
                     if cx.cancel.is_cancelled() {
                         return Err(ProcError::ShuttingDown);
                     }
-                    result = Some((WaitReason::Exited, None));
+                    waiter.result = Some((WaitReason::Exited, None));
                 }
             },
-            () = tokio::time::sleep_until(next_timer) => {
+            () = tokio::time::sleep_until(next_timer) => waiter.on_timer(settle_at).await,
+            _ = screen_tick.tick(), if waiter.screen_dirty || waiter.spec.screen_stable => {
+                waiter.on_screen_tick().await?;
+            }
+        }
+    }
+    waiter.finish().await
+}
+
+/// One wait in progress: what it has seen, and which condition ended it.
+/// `wait_with` feeds it output, timers and screen ticks; each step may set
+/// `result`, which ends the wait; `finish` turns it into the outcome.
+struct Waiter<'a> {
+    h: &'a ProcHandle,
+    spec: WaitSpec,
+    completion: Completion,
+    start: Instant,
+    deadline: Instant,
+    is_pty: bool,
+    /// The screen must be looked at (on_screen or screen_stable, on a PTY).
+    screen_needed: bool,
+    /// Most bytes of text kept for the result.
+    bound: usize,
+    w: Watch,
+    last_output: Instant,
+    last_screen_change: Instant,
+    screen_seen: Option<u64>,
+    screen_dirty: bool,
+    /// When to ask the kernel next whether the program waits for input.
+    input_check: Option<Instant>,
+    input_seen: Option<InputReport>,
+    /// A Portal bash finished the command: by then its prompt is drawn.
+    shell_done_at: Option<Instant>,
+    matched_at_entry: bool,
+    result: Option<(WaitReason, Option<Match>)>,
+    command_exit: Option<i32>,
+    /// Where the output ends and the shell's prompt begins (its mark).
+    cut_at: Option<usize>,
+    marks_skipped: usize,
+}
+
+impl<'a> Waiter<'a> {
+    fn new(h: &'a ProcHandle, spec: WaitSpec, completion: Completion, pos: [u64; 3]) -> Self {
+        let start = Instant::now();
+        let is_pty = h.screen.is_some();
+        let screen_needed = is_pty && (spec.on_screen || spec.screen_stable);
+        Self {
+            h,
+            deadline: start + spec.timeout,
+            is_pty,
+            screen_needed,
+            bound: usize::try_from(spec.max_bytes).unwrap_or(usize::MAX),
+            w: Watch {
+                renderers: [None, None, None],
+                hay: String::new(),
+                dropped: 0,
+                bytes: 0,
+                pos,
+            },
+            last_output: start,
+            last_screen_change: start,
+            screen_seen: None,
+            screen_dirty: screen_needed,
+            input_check: spec.input.then(|| start + input::QUIET),
+            input_seen: None,
+            shell_done_at: None,
+            matched_at_entry: false,
+            result: None,
+            command_exit: None,
+            cut_at: None,
+            marks_skipped: 0,
+            start,
+            spec,
+            completion,
+        }
+    }
+
+    /// A screen pattern that is already showing matches at once.
+    async fn match_screen_at_entry(&mut self, entry: Entry) -> Result<(), ProcError> {
+        if !(self.spec.on_screen && self.is_pty) {
+            return Ok(());
+        }
+        let Some(needle) = &self.spec.needle else { return Ok(()) };
+        let snap = self.h.snapshot().await?;
+        if let Some(m) = needle.find(&snap.lines.join("\n"), 0) {
+            self.matched_at_entry = entry == Entry::Before;
+            let at = self.w.pos[StreamId::Stdout.index()];
+            self.result = Some((WaitReason::Matched, Some((m, StreamId::Stdout, at))));
+        }
+        Ok(())
+    }
+
+    /// The next instant a timer condition can fire, and the settle instant.
+    fn next_timer(&self) -> (Instant, Option<Instant>) {
+        let settle_at =
+            self.spec.settle.filter(|_| !self.spec.screen_stable).map(|s| self.last_output + s);
+        let next = [Some(self.deadline), settle_at, self.input_check, self.shell_done_at]
+            .into_iter()
+            .flatten()
+            .min()
+            .unwrap_or(self.deadline);
+        (next, settle_at)
+    }
+
+    /// New output: stop patterns, the pattern, the shell's marks, the byte cap.
+    fn on_output(&mut self, rec: &reads::OutRecord) {
+        let i = rec.stream.index();
+        self.w.pos[i] = rec.offset + rec.length;
+        self.last_output = Instant::now();
+        if self.spec.input || self.shell_done_at.is_some() {
+            self.input_check = Some(self.last_output + input::QUIET);
+        }
+        self.screen_dirty = self.screen_needed;
+        let (before, marks) = self.w.feed(rec.stream, &rec.data);
+        let after_chunk = self.w.pos[i];
+        for stop in &self.spec.stop {
+            let from = self.w.local(before.saturating_sub(stop.lookback()));
+            if let Some(m) = stop.find(&self.w.hay, from) {
+                self.result = Some((WaitReason::Stopped, Some((m, rec.stream, after_chunk))));
+                break;
+            }
+        }
+        if self.result.is_none()
+            && !self.spec.on_screen
+            && let Some(needle) = &self.spec.needle
+        {
+            let from = self.w.local(before.saturating_sub(needle.lookback()));
+            if let Some(m) = needle.find(&self.w.hay, from) {
+                self.result = Some((WaitReason::Matched, Some((m, rec.stream, after_chunk))));
+            }
+        }
+        if self.result.is_none()
+            && let Completion::ShellMark { skip } = &self.completion
+        {
+            for mark in marks {
+                if self.marks_skipped < *skip {
+                    self.marks_skipped += 1;
+                    continue;
+                }
+                self.command_exit = mark.exit_code;
+                self.cut_at = Some(mark.at);
+                // The command finished; the shell now draws its prompt.
+                // Wait (briefly) until it reads again, so the result
+                // carries the prompt and a true input state.
                 let now = Instant::now();
-                if now >= deadline {
-                    result = Some((WaitReason::Timeout, None));
-                } else if shell_done_at.is_some_and(|t| now >= t) {
-                    result = Some((WaitReason::Prompt, None));
-                } else if settle_at.is_some_and(|t| now >= t) {
-                    result = Some((WaitReason::Settled, None));
-                } else if input_check.is_some_and(|t| now >= t) {
-                    match h.input_state().await {
-                        // Only once every byte printed before the answer is
-                        // in hand: the prompt belongs in this result.
-                        Some(r) if r.state.wants_input() && caught_up(h, &spec.streams, &w.pos) => {
-                            input_seen = Some(r);
-                            let reason = if shell_done_at.is_some() {
-                                WaitReason::Prompt
-                            } else if r.state == InputState::AwaitingSecret {
-                                WaitReason::AwaitingSecret
-                            } else {
-                                WaitReason::InputRequested
-                            };
-                            result = Some((reason, None));
-                        }
-                        Some(_) => {
-                            let quiet = now.duration_since(last_output.max(start));
-                            input_check = Some(now + input_poll(quiet));
-                        }
-                        None => input_check = None,
-                    }
-                }
+                self.shell_done_at = Some(now + SHELL_PROMPT_GRACE);
+                self.input_check = Some(now + input::QUIET);
+                break;
             }
-            _ = screen_tick.tick(), if screen_dirty || spec.screen_stable => {
-                screen_dirty = false;
-                let snap = h.snapshot().await?;
-                if spec.on_screen
-                    && let Some(needle) = &spec.needle
-                        && let Some(m) = needle.find(&snap.lines.join("\n"), 0) {
-                            result = Some((WaitReason::Matched, Some((m, StreamId::Stdout, w.pos[StreamId::Stdout.index()]))));
-                        }
-                if spec.screen_stable && result.is_none() {
-                    let hash = screen_hash(&snap.lines, snap.cursor, snap.alternate);
-                    if screen_seen != Some(hash) {
-                        screen_seen = Some(hash);
-                        last_screen_change = Instant::now();
-                    }
-                    if let Some(settle) = spec.settle
-                        && last_screen_change.elapsed() >= settle {
-                            result = Some((WaitReason::ScreenStable, None));
-                        }
+        }
+        if self.result.is_none() && self.w.bytes >= self.spec.max_bytes {
+            self.result = Some((WaitReason::ByteCap, None));
+        }
+        self.w.bound(self.bound);
+    }
+
+    /// A timer fired: the deadline, the shell's prompt grace, the settle
+    /// time, or a check of whether the program waits for input.
+    async fn on_timer(&mut self, settle_at: Option<Instant>) {
+        let now = Instant::now();
+        if now >= self.deadline {
+            self.result = Some((WaitReason::Timeout, None));
+        } else if self.shell_done_at.is_some_and(|t| now >= t) {
+            self.result = Some((WaitReason::Prompt, None));
+        } else if settle_at.is_some_and(|t| now >= t) {
+            self.result = Some((WaitReason::Settled, None));
+        } else if self.input_check.is_some_and(|t| now >= t) {
+            match self.h.input_state().await {
+                // Only once every byte printed before the answer is in
+                // hand: the prompt belongs in this result.
+                Some(r)
+                    if r.state.wants_input()
+                        && caught_up(self.h, &self.spec.streams, &self.w.pos) =>
+                {
+                    self.input_seen = Some(r);
+                    let reason = if self.shell_done_at.is_some() {
+                        WaitReason::Prompt
+                    } else if r.state == InputState::AwaitingSecret {
+                        WaitReason::AwaitingSecret
+                    } else {
+                        WaitReason::InputRequested
+                    };
+                    self.result = Some((reason, None));
                 }
+                Some(_) => {
+                    let quiet = now.duration_since(self.last_output.max(self.start));
+                    self.input_check = Some(now + input_poll(quiet));
+                }
+                None => self.input_check = None,
             }
         }
     }
-    let (reason, matched) = result.unwrap_or((WaitReason::Timeout, None));
-    let mut output = std::mem::take(&mut w.hay);
-    let mut after_mark = String::new();
-    if let Some(at) = cut_at {
-        let mut at = w.local(at).min(output.len());
-        while !output.is_char_boundary(at) {
-            at -= 1;
+
+    /// A look at the screen: a screen pattern, or a screen that stopped
+    /// changing.
+    async fn on_screen_tick(&mut self) -> Result<(), ProcError> {
+        self.screen_dirty = false;
+        let snap = self.h.snapshot().await?;
+        if self.spec.on_screen
+            && let Some(needle) = &self.spec.needle
+            && let Some(m) = needle.find(&snap.lines.join("\n"), 0)
+        {
+            let at = self.w.pos[StreamId::Stdout.index()];
+            self.result = Some((WaitReason::Matched, Some((m, StreamId::Stdout, at))));
         }
-        after_mark = output.split_off(at);
+        if self.spec.screen_stable && self.result.is_none() {
+            let hash = screen_hash(&snap.lines, snap.cursor, snap.alternate);
+            if self.screen_seen != Some(hash) {
+                self.screen_seen = Some(hash);
+                self.last_screen_change = Instant::now();
+            }
+            if let Some(settle) = self.spec.settle
+                && self.last_screen_change.elapsed() >= settle
+            {
+                self.result = Some((WaitReason::ScreenStable, None));
+            }
+        }
+        Ok(())
     }
-    let mut truncated = w.dropped > 0;
-    if output.len() > bound {
-        let mut cut = output.len() - bound;
-        while !output.is_char_boundary(cut) {
-            cut += 1;
+
+    /// The outcome: the output (cut to its bound, without the prompt), the
+    /// prompt, the screen of a full-screen program, the input state.
+    async fn finish(mut self) -> Result<WaitOutcome, ProcError> {
+        let h = self.h;
+        let spec = self.spec;
+        let w = &mut self.w;
+        let (reason, matched) = self.result.unwrap_or((WaitReason::Timeout, None));
+        let bound = self.bound;
+        let cut_at = self.cut_at;
+        let is_pty = self.is_pty;
+        let mut output = std::mem::take(&mut w.hay);
+        let mut after_mark = String::new();
+        if let Some(at) = cut_at {
+            let mut at = w.local(at).min(output.len());
+            while !output.is_char_boundary(at) {
+                at -= 1;
+            }
+            after_mark = output.split_off(at);
         }
-        output.drain(..cut);
-        truncated = true;
+        let mut truncated = w.dropped > 0;
+        if output.len() > bound {
+            let mut cut = output.len() - bound;
+            while !output.is_char_boundary(cut) {
+                cut += 1;
+            }
+            output.drain(..cut);
+            truncated = true;
+        }
+        let mut prompt = String::new();
+        if reason == WaitReason::Prompt {
+            // The shell's prompt, drawn after its "command finished" mark.
+            prompt = take_prompt(&mut after_mark);
+        } else if matches!(reason, WaitReason::InputRequested | WaitReason::AwaitingSecret) {
+            prompt = take_prompt(&mut output);
+            if prompt.is_empty() {
+                prompt = current_prompt(h).await?.unwrap_or_default();
+            }
+        }
+        let mut output_is_screen = false;
+        let (alternate, screen) = if is_pty {
+            let snap = h.snapshot().await?;
+            if snap.alternate && !spec.raw_output {
+                // A full-screen program redraws: its byte stream is many copies
+                // of the same screen. What it shows is the answer.
+                output = screen_text(&snap.lines);
+                output_is_screen = true;
+            }
+            (snap.alternate, if spec.snapshot { snap.lines } else { Vec::new() })
+        } else {
+            (false, Vec::new())
+        };
+        let input = match self.input_seen {
+            Some(r) => Some(r),
+            None => h.input_state().await,
+        };
+        let awaiting_secret = h.secret_prompt().await;
+        Ok(WaitOutcome {
+            prompt,
+            input,
+            output_is_screen,
+            awaiting_secret,
+            reason,
+            matched,
+            output,
+            bytes: w.bytes,
+            truncated,
+            next: w.pos,
+            streams: spec.streams,
+            timeout: spec.timeout,
+            clamped: spec.clamped,
+            elapsed: self.start.elapsed(),
+            status: h.status(),
+            alternate,
+            command_exit: self.command_exit,
+            screen,
+            matched_at_entry: self.matched_at_entry,
+        })
     }
-    let mut prompt = String::new();
-    if reason == WaitReason::Prompt {
-        // The shell's prompt, drawn after its "command finished" mark.
-        prompt = take_prompt(&mut after_mark);
-    } else if matches!(reason, WaitReason::InputRequested | WaitReason::AwaitingSecret) {
-        prompt = take_prompt(&mut output);
-        if prompt.is_empty() {
-            prompt = current_prompt(h).await?.unwrap_or_default();
-        }
-    }
-    let mut output_is_screen = false;
-    let (alternate, screen) = if is_pty {
-        let snap = h.snapshot().await?;
-        if snap.alternate && !spec.raw_output {
-            // A full-screen program redraws: its byte stream is many copies
-            // of the same screen. What it shows is the answer.
-            output = screen_text(&snap.lines);
-            output_is_screen = true;
-        }
-        (snap.alternate, if spec.snapshot { snap.lines } else { Vec::new() })
-    } else {
-        (false, Vec::new())
-    };
-    let input = match input_seen {
-        Some(r) => Some(r),
-        None => h.input_state().await,
-    };
-    let awaiting_secret = h.secret_prompt().await;
-    Ok(WaitOutcome {
-        prompt,
-        input,
-        output_is_screen,
-        awaiting_secret,
-        reason,
-        matched,
-        output,
-        bytes: w.bytes,
-        truncated,
-        next: w.pos,
-        streams: spec.streams,
-        timeout: spec.timeout,
-        clamped: spec.clamped,
-        elapsed: start.elapsed(),
-        status: h.status(),
-        alternate,
-        command_exit,
-        screen,
-        matched_at_entry,
-    })
 }
 
 /// True when the wait has seen every byte the watched streams have produced.
