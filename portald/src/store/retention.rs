@@ -202,7 +202,7 @@ impl Usage {
             starts[s.index()] =
                 next.and_then(|o| u64::try_from(o).ok()).unwrap_or(span.end).min(span.end);
         }
-        super::set_starts(tx, id, starts)?;
+        super::writer::set_starts(tx, id, starts)?;
         Ok(starts)
     }
 }

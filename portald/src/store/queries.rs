@@ -1,0 +1,289 @@
+//! Queries on the log: processes, the program registry, agent transitions
+//! and ranges of output. Plain functions on a connection, run on the read
+//! pool or the writer.
+
+use rusqlite::{Connection, OptionalExtension, params};
+
+use super::*;
+
+/// Looks a program up.
+pub(crate) fn load_program(
+    conn: &Connection,
+    program: &str,
+) -> Result<Option<ProgramRow>, StoreError> {
+    Ok(conn
+        .query_row(
+            "SELECT needs_pty, notes, confirmed_count, last_confirmed_at_ns FROM programs WHERE program = ?1",
+            params![program],
+            |r| {
+                Ok(ProgramRow {
+                    program: program.to_owned(),
+                    needs_pty: r.get(0)?,
+                    notes: r.get(1)?,
+                    confirmed_count: r.get(2)?,
+                    last_confirmed_at_ns: r.get(3)?,
+                })
+            },
+        )
+        .optional()?)
+}
+
+/// A process row from an earlier daemon, with its stream counters.
+#[derive(Clone, Debug)]
+pub(crate) struct StoredProc {
+    /// Id.
+    pub(crate) id: ProcId,
+    /// Name.
+    pub(crate) name: Option<String>,
+    /// Program.
+    pub(crate) command: String,
+    /// Arguments.
+    pub(crate) args: Vec<String>,
+    /// Working directory.
+    pub(crate) cwd: String,
+    /// Environment overrides.
+    pub(crate) env: std::collections::BTreeMap<String, String>,
+    /// PTY size, for PTY processes.
+    pub(crate) size: Option<(u16, u16)>,
+    /// Idle timeout.
+    pub(crate) timeout_ms: u64,
+    /// OS pid it had.
+    pub(crate) pid: u32,
+    /// Stored status name.
+    pub(crate) status: String,
+    /// Exit code.
+    pub(crate) exit_code: Option<i32>,
+    /// Exit signal.
+    pub(crate) exit_signal: Option<i32>,
+    /// Start, ns.
+    pub(crate) started_at_ns: i64,
+    /// End, ns.
+    pub(crate) ended_at_ns: Option<i64>,
+    /// Per stream: history start.
+    pub(crate) starts: [u64; 3],
+    /// Per stream: end offset.
+    pub(crate) ends: [u64; 3],
+    /// Per stream: chunks retained.
+    pub(crate) chunks: [u64; 3],
+}
+
+/// Every process row, oldest first, with stream counters from the log.
+pub(crate) fn load_procs(conn: &Connection) -> Result<Vec<StoredProc>, StoreError> {
+    let mut stmt = conn.prepare(
+        "SELECT id, name, command, args, cwd, env, mode, rows, cols, timeout_ms, pid, status, exit_code, exit_signal,
+                started_at_ns, ended_at_ns, start_stdin, start_stdout, start_stderr FROM processes ORDER BY id",
+    )?;
+    let mut procs = Vec::new();
+    let mut rows = stmt.query([])?;
+    let u = |v: i64| u64::try_from(v).unwrap_or(0);
+    while let Some(r) = rows.next()? {
+        let mode: String = r.get(6)?;
+        let rows_: Option<i64> = r.get(7)?;
+        let cols: Option<i64> = r.get(8)?;
+        let size = (mode == "pty").then(|| {
+            let d =
+                |v: Option<i64>, default| v.and_then(|v| u16::try_from(v).ok()).unwrap_or(default);
+            (d(rows_, crate::config::DEFAULT_ROWS), d(cols, crate::config::DEFAULT_COLS))
+        });
+        procs.push(StoredProc {
+            id: ProcId(u(r.get(0)?)),
+            name: r.get(1)?,
+            command: r.get(2)?,
+            args: serde_json::from_str(&r.get::<_, String>(3)?).unwrap_or_default(),
+            cwd: r.get(4)?,
+            env: serde_json::from_str(&r.get::<_, String>(5)?).unwrap_or_default(),
+            size,
+            timeout_ms: u(r.get(9)?),
+            pid: u32::try_from(r.get::<_, i64>(10)?).unwrap_or(0),
+            status: r.get(11)?,
+            exit_code: r.get(12)?,
+            exit_signal: r.get(13)?,
+            started_at_ns: r.get(14)?,
+            ended_at_ns: r.get(15)?,
+            starts: [u(r.get(16)?), u(r.get(17)?), u(r.get(18)?)],
+            ends: [0; 3],
+            chunks: [0; 3],
+        });
+    }
+    let mut counters = conn.prepare_cached(
+        "SELECT stream, max(off + length(data)), count(*) FROM chunks WHERE proc_id = ?1 GROUP BY stream",
+    )?;
+    for p in &mut procs {
+        let mut rows = counters.query(params![to_i64(p.id.0)])?;
+        while let Some(r) = rows.next()? {
+            if let Some(s) = StreamId::ALL.get(usize::try_from(r.get::<_, i64>(0)?).unwrap_or(9)) {
+                p.ends[s.index()] = u(r.get::<_, Option<i64>>(1)?.unwrap_or(0));
+                p.chunks[s.index()] = u(r.get(2)?);
+            }
+        }
+        for i in 0..3 {
+            p.ends[i] = p.ends[i].max(p.starts[i]);
+        }
+    }
+    Ok(procs)
+}
+
+/// The highest agent transition sequence number recorded.
+pub(crate) fn last_agent_seq(conn: &Connection) -> Result<u64, StoreError> {
+    let v: i64 =
+        conn.query_row("SELECT coalesce(max(seq), 0) FROM agent_events", [], |r| r.get(0))?;
+    Ok(u64::try_from(v).unwrap_or(0))
+}
+
+/// Recorded transitions after `since`, oldest first, at most `limit`.
+pub(crate) fn agent_events_after(
+    conn: &Connection,
+    since: u64,
+    limit: usize,
+) -> Result<Vec<Transition>, StoreError> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT seq, proc_id, at_ns, before, after, source, name, reason FROM agent_events WHERE seq > ?1 ORDER BY seq LIMIT ?2",
+    )?;
+    let rows =
+        stmt.query_map(params![to_i64(since), i64::try_from(limit).unwrap_or(i64::MAX)], |r| {
+            Ok((
+                r.get::<_, i64>(0)?,
+                r.get::<_, i64>(1)?,
+                r.get::<_, i64>(2)?,
+                r.get::<_, String>(3)?,
+                r.get::<_, String>(4)?,
+                r.get::<_, String>(5)?,
+                r.get::<_, Option<String>>(6)?,
+                r.get::<_, Option<String>>(7)?,
+            ))
+        })?;
+    let mut out = Vec::new();
+    for row in rows {
+        let (seq, id, at_ns, before, after, source, name, reason) = row?;
+        let state = |s: &str| {
+            AgentState::parse(s).ok_or_else(|| StoreError::Corrupt(format!("agent state {s:?}")))
+        };
+        let source = match source.as_str() {
+            "hook" => Source::Hook,
+            "osc" => Source::Osc,
+            "heuristic" => Source::Heuristic,
+            _ => Source::Lifecycle,
+        };
+        out.push(Transition {
+            seq: u64::try_from(seq).unwrap_or(0),
+            id: ProcId(u64::try_from(id).unwrap_or(0)),
+            before: state(&before)?,
+            after: state(&after)?,
+            source,
+            name,
+            reason,
+            at_ns,
+        });
+    }
+    Ok(out)
+}
+
+/// A piece of one stream read back from the log.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Piece {
+    /// Row id: insertion order across streams.
+    pub(crate) seq: i64,
+    /// Stream.
+    pub(crate) stream: StreamId,
+    /// Offset of the first byte.
+    pub(crate) offset: u64,
+    /// Wall-clock ns of the chunk.
+    pub(crate) ts_ns: i64,
+    /// The bytes.
+    pub(crate) data: Bytes,
+}
+
+impl Piece {
+    /// Offset just past the last byte.
+    pub(crate) fn end(&self) -> u64 {
+        self.offset + self.data.len() as u64
+    }
+}
+
+/// Which end a bounded read keeps.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Keep {
+    /// The oldest bytes.
+    Head,
+    /// The newest bytes.
+    Tail,
+}
+
+/// Reads at most `max_bytes` of `[from, to)` of one stream, as pieces in
+/// offset order, trimmed to the range and the budget.
+pub(crate) fn read_range(
+    conn: &Connection,
+    proc: ProcId,
+    stream: StreamId,
+    from: u64,
+    to: u64,
+    max_bytes: u64,
+    keep: Keep,
+) -> Result<Vec<Piece>, StoreError> {
+    if to <= from || max_bytes == 0 {
+        return Ok(Vec::new());
+    }
+    let sql = match keep {
+        Keep::Head => {
+            "SELECT id, off, ts_ns, data FROM chunks
+             WHERE proc_id = ?1 AND stream = ?2 AND off < ?4
+               AND off >= coalesce((SELECT max(off) FROM chunks WHERE proc_id = ?1 AND stream = ?2 AND off <= ?3), 0)
+             ORDER BY off"
+        }
+        Keep::Tail => {
+            "SELECT id, off, ts_ns, data FROM chunks
+             WHERE proc_id = ?1 AND stream = ?2 AND off < ?4
+               AND off >= coalesce((SELECT max(off) FROM chunks WHERE proc_id = ?1 AND stream = ?2 AND off <= ?3), 0)
+             ORDER BY off DESC"
+        }
+    };
+    let mut stmt = conn.prepare_cached(sql)?;
+    let mut rows = stmt.query(params![to_i64(proc.0), stream as i64, to_i64(from), to_i64(to)])?;
+    let mut out = Vec::new();
+    let mut total = 0u64;
+    while let Some(row) = rows.next()? {
+        let seq: i64 = row.get(0)?;
+        let off =
+            u64::try_from(row.get::<_, i64>(1)?).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        let ts_ns: i64 = row.get(2)?;
+        let blob = row.get_ref(3)?.as_blob().map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        let end = off + blob.len() as u64;
+        let lo = from.max(off);
+        let hi = to.min(end);
+        if hi <= lo {
+            continue;
+        }
+        let (lo, hi) = match keep {
+            Keep::Head => (lo, hi.min(lo + (max_bytes - total))),
+            Keep::Tail => (lo.max(hi.saturating_sub(max_bytes - total)), hi),
+        };
+        let slice =
+            &blob[usize::try_from(lo - off).unwrap_or(0)..usize::try_from(hi - off).unwrap_or(0)];
+        total += hi - lo;
+        out.push(Piece { seq, stream, offset: lo, ts_ns, data: Bytes::copy_from_slice(slice) });
+        if total >= max_bytes {
+            break;
+        }
+    }
+    if keep == Keep::Tail {
+        out.reverse();
+    }
+    Ok(out)
+}
+
+/// Offset of the first chunk of `stream` read at or after monotonic time
+/// `since_mono_ns`, if any.
+pub(crate) fn first_offset_since(
+    conn: &Connection,
+    proc: ProcId,
+    stream: StreamId,
+    since_mono_ns: i64,
+) -> Result<Option<u64>, StoreError> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT off FROM chunks WHERE proc_id = ?1 AND stream = ?2 AND mono_ns >= ?3 ORDER BY mono_ns LIMIT 1",
+    )?;
+    let off: Option<i64> = stmt
+        .query_row(params![to_i64(proc.0), stream as i64, since_mono_ns], |r| r.get(0))
+        .optional()?;
+    Ok(off.and_then(|o| u64::try_from(o).ok()))
+}
