@@ -14,6 +14,7 @@ use tokio_util::task::TaskTracker;
 
 use crate::agents::{AgentEvent, signals};
 use crate::config::Config;
+use crate::domain::RowStatus;
 use crate::proc::actor::{self, ActorParts};
 use crate::proc::spawn::{self, SpawnedPids};
 use crate::proc::{
@@ -74,18 +75,14 @@ impl Daemon {
         let rows = self.store.read(crate::store::load_procs).await?;
         let n = rows.len();
         for r in rows {
-            let status = match r.status.as_str() {
-                "exited" | "killed" | "timed_out" | "stopped" => ProcStatus::Ended {
-                    reason: match r.status.as_str() {
-                        "killed" => EndReason::Killed,
-                        "timed_out" => EndReason::TimedOut,
-                        "stopped" => EndReason::Stopped,
-                        _ => EndReason::Exited,
-                    },
+            let status = match r.status {
+                RowStatus::Ended(reason) => ProcStatus::Ended {
+                    reason,
                     exit: sys::ExitInfo { code: r.exit_code, signal: r.exit_signal },
                     at_ns: r.ended_at_ns.unwrap_or(r.started_at_ns),
                 },
-                _ => ProcStatus::Lost,
+                // Running when the last daemon wrote it: that daemon is gone.
+                RowStatus::Running | RowStatus::Lost => ProcStatus::Lost,
             };
             let size = r.size.map(|(rows, cols)| crate::proc::TermSize { rows, cols });
             let spec = ProcSpec {
@@ -201,7 +198,7 @@ impl Daemon {
         let update = StatusUpdate {
             id,
             pid,
-            status: "running",
+            status: RowStatus::Running,
             exit_code: None,
             exit_signal: None,
             ended_at_ns: None,

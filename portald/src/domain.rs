@@ -171,6 +171,13 @@ impl Source {
             Self::Lifecycle => "lifecycle",
         }
     }
+
+    /// Strict parse of a name.
+    pub(crate) fn parse(s: &str) -> Option<Self> {
+        [Self::Hook, Self::Osc, Self::Heuristic, Self::Lifecycle]
+            .into_iter()
+            .find(|x| x.as_str() == s)
+    }
 }
 
 /// A recorded transition.
@@ -192,4 +199,99 @@ pub(crate) struct Transition {
     pub(crate) reason: Option<String>,
     /// Wall clock, ns.
     pub(crate) at_ns: i64,
+}
+
+/// Why a process that ended ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum EndReason {
+    /// By itself.
+    Exited,
+    /// Killed on request (Kill, KillAll).
+    Killed,
+    /// Killed by its idle timeout.
+    TimedOut,
+    /// Killed because the daemon shut down.
+    Stopped,
+}
+
+impl EndReason {
+    /// Stored name.
+    pub(crate) const fn as_str(self) -> &'static str {
+        match self {
+            Self::Exited => "exited",
+            Self::Killed => "killed",
+            Self::TimedOut => "timed_out",
+            Self::Stopped => "stopped",
+        }
+    }
+}
+
+/// A process's status as the process table stores it: by name, so the
+/// database reads back without the daemon's live state.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum RowStatus {
+    /// Running when last written.
+    Running,
+    /// Ended, and why.
+    Ended(EndReason),
+    /// Was running when a daemon died; its fate is unknown.
+    Lost,
+}
+
+impl RowStatus {
+    /// Stored name.
+    pub(crate) const fn as_str(self) -> &'static str {
+        match self {
+            Self::Running => "running",
+            Self::Ended(reason) => reason.as_str(),
+            Self::Lost => "lost",
+        }
+    }
+
+    /// Strict parse of a stored name.
+    pub(crate) fn parse(s: &str) -> Option<Self> {
+        Some(match s {
+            "running" => Self::Running,
+            "exited" => Self::Ended(EndReason::Exited),
+            "killed" => Self::Ended(EndReason::Killed),
+            "timed_out" => Self::Ended(EndReason::TimedOut),
+            "stopped" => Self::Ended(EndReason::Stopped),
+            "lost" => Self::Lost,
+            _ => return None,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stored_names_read_back() {
+        for s in [
+            RowStatus::Running,
+            RowStatus::Lost,
+            RowStatus::Ended(EndReason::Exited),
+            RowStatus::Ended(EndReason::Killed),
+            RowStatus::Ended(EndReason::TimedOut),
+            RowStatus::Ended(EndReason::Stopped),
+        ] {
+            assert_eq!(RowStatus::parse(s.as_str()), Some(s));
+        }
+        for s in [Source::Hook, Source::Osc, Source::Heuristic, Source::Lifecycle] {
+            assert_eq!(Source::parse(s.as_str()), Some(s));
+        }
+        let states = [
+            AgentState::Running,
+            AgentState::AwaitingInput,
+            AgentState::Done,
+            AgentState::Idle,
+            AgentState::Exited,
+            AgentState::Unknown,
+        ];
+        for s in states {
+            assert_eq!(AgentState::parse(s.as_str()), Some(s));
+        }
+        assert_eq!((RowStatus::parse("Exited"), Source::parse("")), (None, None));
+    }
 }

@@ -42,7 +42,7 @@ use super::probe::{self, InputTarget, Scope};
 use super::spawn::{InputWriter, OutputEvent, Spawned, pty_size};
 use super::{
     Attachment, Chunk, EndReason, LiveEvent, ProcError, ProcFacts, ProcHandle, ProcRequest,
-    ProcStatus, Published, Shared, Stdio, StreamId, TermSize,
+    ProcStatus, Published, RowStatus, Shared, Stdio, StreamId, TermSize,
 };
 use crate::agents::{AgentEvent, Agents, signals as agent_signals};
 use crate::config::{
@@ -216,7 +216,7 @@ impl Supervision {
         let update = StatusUpdate {
             id: self.id,
             pid: self.pid,
-            status: ProcStatus::Lost.as_str(),
+            status: RowStatus::Lost,
             exit_code: None,
             exit_signal: None,
             ended_at_ns: Some(sys::wall_ns()),
@@ -697,7 +697,7 @@ impl ProcActor {
         let update = StatusUpdate {
             id: self.id(),
             pid: self.pid(),
-            status: status.as_str(),
+            status: status.into(),
             exit_code: exit.code,
             exit_signal: exit.signal,
             ended_at_ns: Some(sys::wall_ns()),

@@ -30,7 +30,7 @@ use crate::store::Store;
 use crate::store::StoreError;
 use crate::sys::ExitInfo;
 
-pub(crate) use crate::domain::{Chunk, ProcId, StreamId, TermSize};
+pub(crate) use crate::domain::{Chunk, EndReason, ProcId, RowStatus, StreamId, TermSize};
 
 /// How the program's standard streams are connected.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -60,31 +60,6 @@ pub(crate) struct ProcSpec {
     pub(crate) stdio: Stdio,
 }
 
-/// Why a process that ended ended.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum EndReason {
-    /// By itself.
-    Exited,
-    /// Killed on request (Kill, KillAll).
-    Killed,
-    /// Killed by its idle timeout.
-    TimedOut,
-    /// Killed because the daemon shut down.
-    Stopped,
-}
-
-impl EndReason {
-    /// Stored name.
-    pub(crate) const fn as_str(self) -> &'static str {
-        match self {
-            Self::Exited => "exited",
-            Self::Killed => "killed",
-            Self::TimedOut => "timed_out",
-            Self::Stopped => "stopped",
-        }
-    }
-}
-
 /// The one published status of a process.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum ProcStatus {
@@ -103,6 +78,16 @@ pub(crate) enum ProcStatus {
     Lost,
 }
 
+impl From<ProcStatus> for RowStatus {
+    fn from(s: ProcStatus) -> Self {
+        match s {
+            ProcStatus::Running => Self::Running,
+            ProcStatus::Ended { reason, .. } => Self::Ended(reason),
+            ProcStatus::Lost => Self::Lost,
+        }
+    }
+}
+
 impl ProcStatus {
     /// True while the program runs.
     pub(crate) const fn is_running(self) -> bool {
@@ -110,12 +95,8 @@ impl ProcStatus {
     }
 
     /// Stored and displayed name.
-    pub(crate) const fn as_str(self) -> &'static str {
-        match self {
-            Self::Running => "running",
-            Self::Ended { reason, .. } => reason.as_str(),
-            Self::Lost => "lost",
-        }
+    pub(crate) fn as_str(self) -> &'static str {
+        RowStatus::from(self).as_str()
     }
 }
 

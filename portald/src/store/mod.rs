@@ -46,7 +46,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, oneshot};
 
 pub(crate) use crate::config::Retention;
 use crate::config::{MAX_RECORD_BYTES, STORE_BACKLOG_BYTES, STORE_BATCH_BYTES};
-use crate::domain::{AgentState, Chunk, ProcId, Source, StreamId, Transition};
+use crate::domain::{AgentState, Chunk, ProcId, RowStatus, Source, StreamId, Transition};
 use checkpoint::Checkpointer;
 use gc::Garbage;
 use retention::Usage;
@@ -119,8 +119,8 @@ pub(crate) struct StatusUpdate {
     pub(crate) id: ProcId,
     /// OS pid.
     pub(crate) pid: u32,
-    /// Status name.
-    pub(crate) status: &'static str,
+    /// Status.
+    pub(crate) status: RowStatus,
     /// Exit code.
     pub(crate) exit_code: Option<i32>,
     /// Exit signal.
@@ -696,7 +696,7 @@ mod tests {
             .update_status(StatusUpdate {
                 id,
                 pid: 7,
-                status: "exited",
+                status: RowStatus::Ended(crate::domain::EndReason::Exited),
                 exit_code: Some(0),
                 exit_signal: None,
                 ended_at_ns: Some(2),
@@ -719,7 +719,7 @@ mod tests {
             })
             .await
             .unwrap();
-        assert_eq!(procs[0].status, "exited");
+        assert_eq!(procs[0].status, RowStatus::Ended(crate::domain::EndReason::Exited));
         assert_eq!(rows.len(), 2, "{rows:?}");
         assert_eq!((rows[0].offset, rows[0].data.len()), (61440, NEWEST_KEPT_BYTES));
         assert_eq!(&rows[1].data[..], b"small");

@@ -49,8 +49,8 @@ pub(crate) struct StoredProc {
     pub(crate) timeout_ms: u64,
     /// OS pid it had.
     pub(crate) pid: u32,
-    /// Stored status name.
-    pub(crate) status: String,
+    /// Stored status (`lost` for a name this daemon does not know).
+    pub(crate) status: RowStatus,
     /// Exit code.
     pub(crate) exit_code: Option<i32>,
     /// Exit signal.
@@ -95,7 +95,7 @@ pub(crate) fn load_procs(conn: &Connection) -> Result<Vec<StoredProc>, StoreErro
             size,
             timeout_ms: u(r.get(9)?),
             pid: u32::try_from(r.get::<_, i64>(10)?).unwrap_or(0),
-            status: r.get(11)?,
+            status: RowStatus::parse(&r.get::<_, String>(11)?).unwrap_or(RowStatus::Lost),
             exit_code: r.get(12)?,
             exit_signal: r.get(13)?,
             started_at_ns: r.get(14)?,
@@ -158,12 +158,7 @@ pub(crate) fn agent_events_after(
         let state = |s: &str| {
             AgentState::parse(s).ok_or_else(|| StoreError::Corrupt(format!("agent state {s:?}")))
         };
-        let source = match source.as_str() {
-            "hook" => Source::Hook,
-            "osc" => Source::Osc,
-            "heuristic" => Source::Heuristic,
-            _ => Source::Lifecycle,
-        };
+        let source = Source::parse(&source).unwrap_or(Source::Lifecycle);
         out.push(Transition {
             seq: u64::try_from(seq).unwrap_or(0),
             id: ProcId(u64::try_from(id).unwrap_or(0)),

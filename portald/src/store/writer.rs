@@ -697,7 +697,7 @@ fn apply(tx: &Transaction<'_>, msg: &Msg) -> Result<Outcome, StoreError> {
         Msg::Status(u) => {
             tx.execute(
                 "UPDATE processes SET pid = ?2, status = ?3, exit_code = ?4, exit_signal = ?5, ended_at_ns = ?6 WHERE id = ?1",
-                params![to_i64(u.id.0), u.pid, u.status, u.exit_code, u.exit_signal, u.ended_at_ns],
+                params![to_i64(u.id.0), u.pid, u.status.as_str(), u.exit_code, u.exit_signal, u.ended_at_ns],
             )?;
         }
         Msg::Clear { id, starts } => set_starts(tx, *id, *starts)?,
