@@ -15,6 +15,7 @@ use tokio_util::task::TaskTracker;
 use crate::agents::{AgentEvent, signals};
 use crate::config::Config;
 use crate::domain::RowStatus;
+use crate::error::DaemonError;
 use crate::proc::actor::{self, ActorParts};
 use crate::proc::spawn::{self, SpawnedPids};
 use crate::proc::{
@@ -57,16 +58,18 @@ const TRIM_DELAY: std::time::Duration = std::time::Duration::from_millis(250);
 
 impl Daemon {
     /// Runs `f` to completion in a tracked task, even if the caller goes away.
-    async fn detached<T, F>(self: &Arc<Self>, f: F) -> Result<T, ProcError>
+    async fn detached<T, F>(self: &Arc<Self>, what: &'static str, f: F) -> Result<T, DaemonError>
     where
         T: Send + 'static,
         F: Future<Output = Result<T, ProcError>> + Send + 'static,
     {
-        self.tracker.spawn(f).await.map_err(|e| ProcError::Io {
-            id: ProcId(0),
-            op: "task",
-            source: std::io::Error::other(e.to_string()),
-        })?
+        match self.tracker.spawn(f).await {
+            Ok(done) => Ok(done?),
+            Err(e) => {
+                tracing::error!(what, error = %e, "a daemon task failed");
+                Err(DaemonError::task(what, &e))
+            }
+        }
     }
 
     /// Registers the processes an earlier daemon left in the database: those
@@ -136,9 +139,9 @@ impl Daemon {
     }
 
     /// Starts a process.
-    pub(crate) async fn start(self: &Arc<Self>, spec: ProcSpec) -> Result<ProcHandle, ProcError> {
+    pub(crate) async fn start(self: &Arc<Self>, spec: ProcSpec) -> Result<ProcHandle, DaemonError> {
         let this = Arc::clone(self);
-        self.detached(async move { this.start_inner(spec).await }).await
+        self.detached("starting the process", async move { this.start_inner(spec).await }).await
     }
 
     async fn start_inner(&self, spec: ProcSpec) -> Result<ProcHandle, ProcError> {
@@ -251,18 +254,19 @@ impl Daemon {
     pub(crate) async fn kill(
         self: &Arc<Self>,
         target: &ProcTarget,
-    ) -> Result<ProcHandle, ProcError> {
+    ) -> Result<ProcHandle, DaemonError> {
         let handle = self.get(target)?;
         let h = handle.clone();
-        self.detached(async move { h.kill(EndReason::Killed).await }).await?;
+        self.detached("killing the process", async move { h.kill(EndReason::Killed).await })
+            .await?;
         Ok(handle)
     }
 
     /// Kills every running process; returns their ids.
-    pub(crate) async fn kill_all(self: &Arc<Self>) -> Result<Vec<ProcId>, ProcError> {
+    pub(crate) async fn kill_all(self: &Arc<Self>) -> Result<Vec<ProcId>, DaemonError> {
         let running: Vec<ProcHandle> =
             self.registry.list().into_iter().filter(|h| h.status().is_running()).collect();
-        self.detached(async move {
+        self.detached("killing every process", async move {
             let kills = running.iter().map(|h| h.kill(EndReason::Killed));
             let results = futures::future::join_all(kills).await;
             let mut ids = Vec::new();
@@ -282,14 +286,14 @@ impl Daemon {
     pub(crate) async fn cleanup(
         self: &Arc<Self>,
         target: &ProcTarget,
-    ) -> Result<ProcId, ProcError> {
+    ) -> Result<ProcId, DaemonError> {
         let handle = self.registry.get(target)?;
         if handle.status().is_running() {
-            return Err(ProcError::StillRunning(handle.id()));
+            return Err(ProcError::StillRunning(handle.id()).into());
         }
         let id = handle.id();
         let this = Arc::clone(self);
-        self.detached(async move {
+        self.detached("cleaning up the process", async move {
             this.registry.remove(id);
             this.agents.remove(id);
             this.store.delete(id).await?;
@@ -331,10 +335,11 @@ impl Daemon {
         program: String,
         needs_pty: bool,
         notes: Option<String>,
-    ) -> Result<ProgramRow, ProcError> {
+    ) -> Result<ProgramRow, DaemonError> {
         let store = self.store.clone();
         let rec = ProgramRecord { program, needs_pty, notes, at_ns: sys::wall_ns() };
-        self.detached(async move { Ok(store.record_program(rec).await?) }).await
+        self.detached("recording the program", async move { Ok(store.record_program(rec).await?) })
+            .await
     }
 
     /// Socket path.

@@ -31,6 +31,7 @@ pub mod config;
 mod daemon;
 pub mod doctor;
 mod domain;
+mod error;
 #[cfg(test)]
 mod fuzz;
 mod grpc;

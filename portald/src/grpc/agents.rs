@@ -14,6 +14,7 @@ use crate::agents::{
     AgentEvent, AgentRecord, AgentState, Mode, Source, Transition, WaitOutcome, signals, wait_fleet,
 };
 use crate::daemon::Daemon;
+use crate::error::DaemonError;
 use crate::proc::{ProcError, ProcId};
 use crate::registry::ProcTarget;
 use crate::sends::{SendSpec, send_one};
@@ -288,7 +289,7 @@ pub(crate) async fn send(
             })
             .collect::<Vec<_>>()
     });
-    let results = task.await.map_err(|e| Status::internal(e.to_string()))?;
+    let results = task.await.map_err(|e| DaemonError::task("sending to agents", &e))?;
     Ok(pb::AgentSendResponse { results })
 }
 
@@ -303,7 +304,7 @@ pub(crate) fn emit(d: &Daemon, req: pb::EmitRequest) -> Result<pb::EmitResponse,
     let st = state("state", req.state)?;
     let h = d.get(&ProcTarget::Id(req.session))?;
     if !same_secret(&req.token, &h.facts.token) {
-        return Err(ProcError::BadToken(h.id()).into());
+        return Err(DaemonError::BadToken(h.id()).into());
     }
     if h.screen.is_none() {
         return Err(ProcError::NotPty(h.id()).into());
@@ -366,12 +367,12 @@ pub(crate) fn hooks(req: &pb::AgentHooksRequest) -> Result<pb::AgentHooksRespons
     for agent in agents {
         let all = agents.len() > 1;
         let r = hooks::run(*agent, HookAction::Status, true, &home, &emitter)
-            .map_err(ProcError::from)?;
+            .map_err(DaemonError::from)?;
         // With `all`, agents that are not on this machine are only reported.
         let r = if all && r.status == "not_detected" && action != HookAction::Status {
             r
         } else {
-            hooks::run(*agent, action, req.dry_run, &home, &emitter).map_err(ProcError::from)?
+            hooks::run(*agent, action, req.dry_run, &home, &emitter).map_err(DaemonError::from)?
         };
         reports.push(pb::HookReport {
             agent: r.agent.into(),

@@ -21,6 +21,7 @@ use portal_proto::v1::portal_server::Portal;
 use tonic::{Request, Response, Status};
 
 use crate::daemon::Daemon;
+use crate::error::DaemonError;
 use crate::proc::signal;
 use crate::reads::{self, FollowItem};
 use crate::waits;
@@ -296,7 +297,7 @@ impl Portal for PortalService {
         let req = req.into_inner();
         let report = tokio::task::spawn_blocking(move || agents::hooks(&req))
             .await
-            .map_err(|e| Status::internal(format!("the hooks task failed: {e}")))??;
+            .map_err(|e| DaemonError::task("editing agent hooks", &e))??;
         ok(report)
     }
 

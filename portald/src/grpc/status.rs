@@ -8,11 +8,23 @@
 use tonic::{Code, Status};
 
 use super::convert::InvalidRequest;
+use crate::agents::hooks::HookError;
+use crate::error::DaemonError;
 use crate::proc::ProcError;
 use crate::store::StoreError;
 
-/// The code for each domain error.
-pub(crate) fn code(err: &ProcError) -> Code {
+/// The code for each error of the daemon.
+pub(crate) fn code(err: &DaemonError) -> Code {
+    match err {
+        DaemonError::Proc(e) => proc_code(e),
+        DaemonError::Hooks(HookError::Malformed { .. }) => Code::FailedPrecondition,
+        DaemonError::Hooks(HookError::Io { .. }) | DaemonError::Task { .. } => Code::Internal,
+        DaemonError::BadToken(_) => Code::PermissionDenied,
+    }
+}
+
+/// The code for each error of a process's operations.
+fn proc_code(err: &ProcError) -> Code {
     match err {
         ProcError::NotFound(_) | ProcError::NameNotFound(_) => Code::NotFound,
         ProcError::NameTaken(_) => Code::AlreadyExists,
@@ -25,11 +37,6 @@ pub(crate) fn code(err: &ProcError) -> Code {
         ProcError::TooMany { .. }
         | ProcError::InputBacklog { .. }
         | ProcError::UnreadInputTotal { .. } => Code::ResourceExhausted,
-        ProcError::BadToken(_) => Code::PermissionDenied,
-        ProcError::Hooks(crate::agents::hooks::HookError::Malformed { .. }) => {
-            Code::FailedPrecondition
-        }
-        ProcError::Hooks(crate::agents::hooks::HookError::Io { .. }) => Code::Internal,
         ProcError::ShuttingDown => Code::Unavailable,
         ProcError::Gone(_) | ProcError::Io { .. } | ProcError::Store(_) => Code::Internal,
     }
@@ -37,6 +44,12 @@ pub(crate) fn code(err: &ProcError) -> Code {
 
 impl From<ProcError> for Status {
     fn from(err: ProcError) -> Self {
+        DaemonError::Proc(err).into()
+    }
+}
+
+impl From<DaemonError> for Status {
+    fn from(err: DaemonError) -> Self {
         let code = code(&err);
         let mut msg = portal_proto::client::error_chain(&err);
         if code == Code::Internal {
@@ -67,7 +80,7 @@ mod tests {
     #[test]
     fn every_variant_has_the_intended_code() {
         let io = || std::io::Error::other("x");
-        let cases: Vec<(ProcError, Code)> = vec![
+        let procs: Vec<(ProcError, Code)> = vec![
             (ProcError::NotFound(3), Code::NotFound),
             (ProcError::NameNotFound("a".into()), Code::NotFound),
             (ProcError::NameTaken("a".into()), Code::AlreadyExists),
@@ -90,13 +103,19 @@ mod tests {
                 Code::OutOfRange,
             ),
             (ProcError::ShuttingDown, Code::Unavailable),
-            (ProcError::BadToken(ProcId(1)), Code::PermissionDenied),
             (
                 ProcError::BadKey(crate::proc::keys::UnknownKey("Entr".into())),
                 Code::InvalidArgument,
             ),
+            (ProcError::Gone(ProcId(1)), Code::Internal),
+            (ProcError::Io { id: ProcId(1), op: "x", source: io() }, Code::Internal),
+            (ProcError::Store(StoreError::Closed), Code::Internal),
+        ];
+        let daemon: Vec<(DaemonError, Code)> = vec![
+            (DaemonError::BadToken(ProcId(1)), Code::PermissionDenied),
+            (DaemonError::Task { what: "x", reason: "panicked".into() }, Code::Internal),
             (
-                ProcError::Hooks(crate::agents::hooks::HookError::Malformed {
+                DaemonError::Hooks(HookError::Malformed {
                     path: "/h/settings.json".into(),
                     kind: "JSON",
                     reason: "line 1".into(),
@@ -104,17 +123,15 @@ mod tests {
                 Code::FailedPrecondition,
             ),
             (
-                ProcError::Hooks(crate::agents::hooks::HookError::Io {
+                DaemonError::Hooks(HookError::Io {
                     op: "writing",
                     path: "/h/settings.json".into(),
                     source: io(),
                 }),
                 Code::Internal,
             ),
-            (ProcError::Gone(ProcId(1)), Code::Internal),
-            (ProcError::Io { id: ProcId(1), op: "x", source: io() }, Code::Internal),
-            (ProcError::Store(StoreError::Closed), Code::Internal),
         ];
+        let cases = procs.into_iter().map(|(e, c)| (DaemonError::from(e), c)).chain(daemon);
         for (err, want) in cases {
             let msg = err.to_string();
             let status = Status::from(err);

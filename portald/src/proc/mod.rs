@@ -168,14 +168,6 @@ pub(crate) enum ProcError {
         /// The limit.
         limit: usize,
     },
-    /// A hook report with the wrong token for its process.
-    #[error(
-        "the token does not match process {0}; reports must come from inside it (PORTAL_SESSION_TOKEN)"
-    )]
-    BadToken(ProcId),
-    /// A hooks file could not be edited.
-    #[error(transparent)]
-    Hooks(#[from] crate::agents::hooks::HookError),
     /// A key name outside the grammar.
     #[error(transparent)]
     BadKey(#[from] keys::UnknownKey),
