@@ -298,6 +298,24 @@ impl Shared {
     }
 }
 
+/// Clears a process's history: it now begins at the end of every stream,
+/// for readers (starts), the server-side cursors and the log. The actor
+/// does it for a running process; a dormant handle for one of an earlier
+/// daemon.
+pub(crate) async fn clear_history(
+    id: ProcId,
+    shared: &Shared,
+    store: &Store,
+) -> Result<[u64; 3], ProcError> {
+    let ends = shared.ends();
+    for s in StreamId::ALL {
+        shared.start[s.index()].store(ends[s.index()], Ordering::Release);
+    }
+    *shared.cursors() = ends;
+    store.clear(id, ends).await?;
+    Ok(ends)
+}
+
 /// Immutable facts about a process fixed at start.
 #[derive(Debug)]
 pub(crate) struct ProcFacts {
@@ -564,13 +582,7 @@ impl ProcHandle {
     /// Clears history.
     pub(crate) async fn clear(&self) -> Result<[u64; 3], ProcError> {
         if let Some(store) = &self.dormant {
-            let ends = self.shared.ends();
-            for s in StreamId::ALL {
-                self.shared.start[s.index()].store(ends[s.index()], Ordering::Release);
-            }
-            *self.shared.cursors() = ends;
-            store.clear(self.id(), ends).await?;
-            return Ok(ends);
+            return clear_history(self.id(), &self.shared, store).await;
         }
         self.ask(|reply| ProcRequest::Clear { reply }).await?
     }
