@@ -672,13 +672,16 @@ impl ProcActor {
         }
     }
 
+    /// Kills the program's tree and whatever it left behind. The program
+    /// may have exited a moment ago with its exit not yet seen here: what it
+    /// left then hangs off the daemon, not its tree, so leftovers are
+    /// killed in both cases.
     async fn kill_tree(&mut self, reason: EndReason) {
-        if self.exit.is_some() {
-            self.kill_leftovers().await;
-            return;
+        if self.exit.is_none() {
+            self.end_reason.get_or_insert(reason);
+            self.signal_tree(libc::SIGKILL).await;
         }
-        self.end_reason.get_or_insert(reason);
-        self.signal_tree(libc::SIGKILL).await;
+        self.kill_leftovers().await;
     }
 
     async fn finalize(&mut self) {
@@ -912,12 +915,6 @@ impl ProcActor {
     }
 
     async fn clear(&mut self) -> Result<[u64; 3], ProcError> {
-        let ends = self.shared.ends();
-        for s in StreamId::ALL {
-            self.shared.start[s.index()].store(ends[s.index()], Ordering::Release);
-        }
-        *self.shared.cursors() = ends;
-        self.store.clear(self.id(), ends).await?;
-        Ok(ends)
+        super::clear_history(self.id(), &self.shared, &self.store).await
     }
 }
