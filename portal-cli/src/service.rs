@@ -78,17 +78,36 @@ fn daemon_path() -> anyhow::Result<PathBuf> {
     std::fs::canonicalize(&found).with_context(|| format!("resolving {}", found.display()))
 }
 
+/// A path as one word of a unit's `ExecStart=`: `%` is a specifier and `$`
+/// an environment variable there, so they are doubled; whitespace, quotes
+/// and backslashes are quoted C-style (systemd.service(5), "Command
+/// lines"). Written here: no well-kept crate writes unit files.
 fn systemd_quote(p: &Path) -> String {
-    let s = p.to_string_lossy();
-    if s.chars().any(|c| c.is_whitespace() || c == '"' || c == '\\') {
+    let s = p.to_string_lossy().replace('%', "%%").replace('$', "$$");
+    if s.chars().any(|c| c.is_whitespace() || c == '"' || c == '\\' || c == '\'') {
         format!("\"{}\"", s.replace('\\', "\\\\").replace('"', "\\\""))
     } else {
-        s.into_owned()
+        s
     }
 }
 
-fn xml_escape(s: &str) -> String {
-    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
+/// The launchd agent: run portald at login, restart it when it did not
+/// exit cleanly, its stderr in ~/Library/Logs.
+#[derive(serde::Serialize)]
+#[serde(rename_all = "PascalCase")]
+struct LaunchAgent {
+    label: &'static str,
+    program_arguments: Vec<String>,
+    run_at_load: bool,
+    keep_alive: KeepAlive,
+    standard_error_path: String,
+}
+
+/// When launchd restarts the agent.
+#[derive(serde::Serialize)]
+#[serde(rename_all = "PascalCase")]
+struct KeepAlive {
+    successful_exit: bool,
 }
 
 /// The file's content.
@@ -114,31 +133,18 @@ pub(crate) fn render(kind: Kind, daemon: &Path) -> anyhow::Result<String> {
         ),
         Kind::Launchd => {
             let log = home()?.join("Library").join("Logs").join("portald.log");
-            format!(
-                "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n\
-                 <!DOCTYPE plist PUBLIC \"-//Apple//DTD PLIST 1.0//EN\" \"http://www.apple.com/DTDs/PropertyList-1.0.dtd\">\n\
-                 <plist version=\"1.0\">\n\
-                 <dict>\n\
-                 \t<key>Label</key>\n\
-                 \t<string>{LAUNCHD_LABEL}</string>\n\
-                 \t<key>ProgramArguments</key>\n\
-                 \t<array>\n\
-                 \t\t<string>{}</string>\n\
-                 \t</array>\n\
-                 \t<key>RunAtLoad</key>\n\
-                 \t<true/>\n\
-                 \t<key>KeepAlive</key>\n\
-                 \t<dict>\n\
-                 \t\t<key>SuccessfulExit</key>\n\
-                 \t\t<false/>\n\
-                 \t</dict>\n\
-                 \t<key>StandardErrorPath</key>\n\
-                 \t<string>{}</string>\n\
-                 </dict>\n\
-                 </plist>\n",
-                xml_escape(&daemon.to_string_lossy()),
-                xml_escape(&log.to_string_lossy())
-            )
+            let agent = LaunchAgent {
+                label: LAUNCHD_LABEL,
+                program_arguments: vec![daemon.to_string_lossy().into_owned()],
+                run_at_load: true,
+                keep_alive: KeepAlive { successful_exit: false },
+                standard_error_path: log.to_string_lossy().into_owned(),
+            };
+            let mut out = Vec::new();
+            plist::to_writer_xml(&mut out, &agent).context("writing the launchd agent")?;
+            let mut text = String::from_utf8(out).context("the launchd agent is not UTF-8")?;
+            text.push('\n');
+            text
         }
     })
 }
@@ -251,6 +257,9 @@ mod tests {
         }
         let unit = render(Kind::Systemd, Path::new("/opt/my portal/portald")).unwrap();
         assert!(unit.contains("ExecStart=\"/opt/my portal/portald\""));
+        // `%` is a specifier and `$` a variable in ExecStart: both doubled.
+        let unit = render(Kind::Systemd, Path::new("/opt/100%/$HOME/portald")).unwrap();
+        assert!(unit.contains("ExecStart=/opt/100%%/$$HOME/portald\n"), "{unit}");
     }
 
     #[test]
@@ -259,5 +268,9 @@ mod tests {
         assert!(plist.contains("<string>/Apps/P&amp;Q/portald</string>"));
         assert!(plist.contains("<key>Label</key>\n\t<string>dev.portal.portald</string>"));
         assert!(plist.starts_with("<?xml"));
+        // It reads back as launchd will read it.
+        let back: plist::Value = plist::from_bytes(plist.as_bytes()).unwrap();
+        let args = back.as_dictionary().and_then(|d| d.get("ProgramArguments")).cloned();
+        assert_eq!(args, Some(plist::Value::Array(vec!["/Apps/P&Q/portald".into()])));
     }
 }

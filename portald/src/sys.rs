@@ -466,11 +466,10 @@ pub(crate) fn release_free_memory() {
     }
 }
 
-/// `n` random bytes from the kernel, as lowercase hex.
+/// `n` random bytes from the kernel's CSPRNG, as lowercase hex.
 pub(crate) fn random_hex(n: usize) -> io::Result<String> {
-    use std::io::Read as _;
     let mut buf = vec![0u8; n];
-    std::fs::File::open("/dev/urandom")?.read_exact(&mut buf)?;
+    getrandom::fill(&mut buf).map_err(io::Error::other)?;
     Ok(buf.iter().map(|b| format!("{b:02x}")).collect())
 }
 
