@@ -3,6 +3,7 @@
 
 use tonic::Code;
 
+use crate::catalog::ToolId;
 use crate::link::CallError;
 
 /// The text of a failed tool call.
@@ -23,6 +24,26 @@ pub(crate) fn error_text(err: &CallError, id: Option<u64>) -> String {
             format!("Error: {msg}\n{}", hint(s.code(), msg))
         }
     }
+}
+
+/// The daemon names a bad field as its request does (`invalid until.needle:
+/// ...`); the model wrote the tool's arguments. Names that argument instead,
+/// so the message says which one to fix.
+pub(crate) fn in_tool_terms(tool: ToolId, text: String) -> String {
+    const PREFIX: &str = "Error: invalid ";
+    let Some(rest) = text.strip_prefix(PREFIX) else { return text };
+    let Some((field, reason)) = rest.split_once(": ") else { return text };
+    let argument = match (tool, field) {
+        (ToolId::ProcessStart, f) if f.starts_with("until.") => "wait".to_owned(),
+        (_, "until.needle") => "pattern".to_owned(),
+        (_, f) if f.starts_with("until.") => f["until.".len()..].to_owned(),
+        (_, "proc" | "proc.name") => "id".to_owned(),
+        (_, "size") => "rows/cols".to_owned(),
+        (_, "from") => "cursor".to_owned(),
+        (_, "streams") => "source".to_owned(),
+        (_, f) => f.to_owned(),
+    };
+    format!("{PREFIX}{argument}: {reason}")
 }
 
 fn hint(code: Code, msg: &str) -> &'static str {
@@ -57,6 +78,31 @@ mod tests {
             error_text(&err, Some(7)),
             "Error: Process 7 not found\nCall process_list to see the ids that exist."
         );
+    }
+
+    #[test]
+    fn daemon_fields_are_named_as_the_tool_argument() {
+        let daemon = |field: &str| format!("Error: invalid {field}: bad regex\nFix it.");
+        let cases = [
+            (ToolId::ProcessWait, "until.needle", "pattern"),
+            (ToolId::ProcessRun, "until.stop[1]", "stop[1]"),
+            (ToolId::ProcessRun, "until.settle_ms", "settle_ms"),
+            (ToolId::ProcessStart, "until.needle", "wait"),
+            (ToolId::ProcessStart, "size", "rows/cols"),
+            (ToolId::ProcessRead, "from", "cursor"),
+            (ToolId::ProcessInspect, "proc.name", "id"),
+            (ToolId::ProcessStart, "cwd", "cwd"),
+        ];
+        for (tool, field, argument) in cases {
+            assert_eq!(
+                in_tool_terms(tool, daemon(field)),
+                daemon(argument),
+                "{field} in {}",
+                tool.name()
+            );
+        }
+        let other = "Error: Process 7 not found".to_owned();
+        assert_eq!(in_tool_terms(ToolId::ProcessWait, other.clone()), other);
     }
 
     #[test]

@@ -61,6 +61,8 @@ pub(crate) struct ProcessInfo {
     pub(crate) input_state: String,
     /// What decided input_state: kernel (exact) or heuristic (a guess).
     pub(crate) input_source: String,
+    /// The next step, when the process needs one of a person.
+    pub(crate) hint: Option<String>,
 }
 
 impl From<&pb::Process> for ProcessInfo {
@@ -91,8 +93,16 @@ impl From<&pb::Process> for ProcessInfo {
             awaiting_secret: p.awaiting_secret,
             input_state: names::input_state(p.input_state()).into(),
             input_source: names::input_source(p.input_source()).into(),
+            hint: p.awaiting_secret.then(|| secret_hint(p.id)),
         }
     }
+}
+
+/// What to do about a password prompt: hand it to a person.
+pub(crate) fn secret_hint(id: u64) -> String {
+    format!(
+        "it waits for a password: ask the person to run `portal-cli secret {id}`; never type it yourself"
+    )
 }
 
 impl ProcessInfo {
@@ -116,6 +126,8 @@ pub(crate) struct Started {
     pub(crate) cursor: String,
     /// The outcome of `wait`, when one was asked for.
     pub(crate) wait: Option<Waited>,
+    /// The next step, when no `wait` was asked for.
+    pub(crate) hint: Option<String>,
 }
 
 /// `process_list` result.
@@ -616,10 +628,7 @@ impl Waited {
     /// The next step, for the result's `hint` and its text.
     fn next_step(&self) -> Option<String> {
         if self.awaiting_secret {
-            return Some(format!(
-                "it waits for a password: ask the person to run `portal-cli secret {}`; never type it yourself",
-                self.id
-            ));
+            return Some(secret_hint(self.id));
         }
         match self.reason.as_str() {
             "timeout" => {

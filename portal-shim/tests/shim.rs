@@ -399,6 +399,42 @@ async fn errors_are_tool_results_with_hints() {
     assert!(text.contains("had already ended (status=exited, exit 0)"), "{text}");
     let (text, _) = shim.ok("process_cleanup", json!({"id": cat})).await;
     assert_eq!(text, format!("Process {cat} cleaned up."));
+    // What the daemon rejects is named as the tool's argument, not its field.
+    let (_, s) = shim.ok("process_start", json!({"command": "cat"})).await;
+    let cat = s["process"]["id"].as_u64().unwrap();
+    let e = shim.err("process_wait", json!({"id": cat, "pattern": "(", "regex": true})).await;
+    assert!(e.starts_with("Error: invalid pattern: "), "{e}");
+    let e = shim
+        .err("process_run", json!({"id": cat, "input": "x", "stop": ["ok", "["], "regex": true}))
+        .await;
+    assert!(e.starts_with("Error: invalid stop[1]: "), "{e}");
+    d.stop().await;
+}
+
+#[tokio::test]
+async fn next_steps_are_in_the_structured_results_the_model_reads() {
+    let (d, shim) = with_daemon().await;
+    let (_, s) = shim.ok("process_start", json!({"command": "cat", "pty": true})).await;
+    let hint = s["hint"].as_str().unwrap_or_default();
+    assert!(hint.contains("process_wait"), "{s}");
+    // A password prompt: every view of the process says to hand it over.
+    let (_, s) = shim
+        .ok(
+            "process_start",
+            json!({"command": "sh", "args": ["-c", "stty -echo; printf 'Password: '; read p"],
+                   "pty": true, "wait": "input"}),
+        )
+        .await;
+    let id = s["process"]["id"].as_u64().unwrap();
+    assert_eq!(s["wait"]["awaiting_secret"], json!(true), "{s}");
+    let (_, s) = shim.ok("process_inspect", json!({"id": id})).await;
+    let hint = s["process"]["hint"].as_str().unwrap_or_default();
+    assert!(hint.contains(&format!("portal-cli secret {id}")), "{s}");
+    let (_, s) = shim.ok("process_list", json!({})).await;
+    let listed = s["processes"].as_array().unwrap();
+    let mine = listed.iter().find(|p| p["id"] == json!(id)).unwrap();
+    assert!(mine["hint"].as_str().is_some_and(|h| h.contains("never type it")), "{mine}");
+    assert!(listed.iter().any(|p| p.get("hint").is_none()), "only where there is a next step");
     d.stop().await;
 }
 
@@ -765,6 +801,13 @@ async fn tool_sets_and_tiers_limit_what_is_listed_and_called() {
     for t in &tools {
         assert_eq!(t.annotations.as_ref().and_then(|a| a.read_only_hint), Some(true), "{}", t.name);
     }
+    // ...and so do the groups.
+    let reg =
+        spawn_shim_with(&d.socket(), &data, false, &[], &[("PORTAL_TOOLS", "registry")]).await;
+    let listed = names(&reg.client.list_all_tools().await.unwrap());
+    assert_eq!(listed, ["program_query", "program_record"]);
+    let e = reg.err("process_list", json!({})).await;
+    assert!(e.contains("group \"process\" is not enabled"), "{e}");
     let (_, s) = ro.ok("process_read", json!({"id": "kept"})).await;
     assert_eq!(s["id"], json!(id));
     let e = ro.err("process_start", json!({"command": "true"})).await;

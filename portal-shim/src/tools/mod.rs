@@ -28,7 +28,7 @@ mod process;
 mod registry;
 mod waits;
 
-use crate::errors::error_text;
+use crate::errors::{error_text, in_tool_terms};
 use crate::link::{CallError, DaemonLink};
 
 /// Server instructions, kept under 2 KB (checked by a test).
@@ -220,7 +220,7 @@ impl Shim {
                 }
             };
         }
-        Some(match tool {
+        let result = match tool {
             ToolId::ProcessStart => run!(start, progress),
             ToolId::ProcessRead => run!(read),
             ToolId::ProcessReadNew => run!(read_new),
@@ -243,7 +243,8 @@ impl Shim {
             ToolId::AgentHooks => run!(agent_hooks),
             ToolId::ProgramQuery => run!(program_query),
             ToolId::ProgramRecord => run!(program_record),
-        })
+        };
+        Some(result.map_err(|e| in_tool_terms(tool, e)))
     }
 
     /// Runs a blocking call, telling the client it is alive every

@@ -88,7 +88,11 @@ impl Shim {
                     ""
                 }
             );
-            return ok(text, &Started { process, cursor, wait: None });
+            let hint = Some(
+                "process_wait returns at its first prompt (or pass wait to process_start next time); process_read_new reads what it printed"
+                    .to_owned(),
+            );
+            return ok(text, &Started { process, cursor, wait: None, hint });
         };
         let mut until = pb::WaitCondition {
             timeout_ms: a.wait_timeout_ms.unwrap_or(0),
@@ -131,7 +135,7 @@ impl Shim {
         };
         let text =
             format!("Process started. ID={}, OS_PID={}\n{}", process.id, process.pid, w.text());
-        ok(text, &Started { process, cursor, wait: Some(w) })
+        ok(text, &Started { process, cursor, wait: Some(w), hint: None })
     }
 
     async fn read_output(&self, id: u64, req: pb::ReadRequest) -> Result<Output, String> {
