@@ -102,13 +102,13 @@ fn print_agents(r: &pb::AgentListResponse) {
     println!("{:>4}  {:<10} {:<15} {:<10} {:>6}  REASON", "ID", "NAME", "STATE", "SOURCE", "AGE");
     for a in &r.agents {
         let state = if fmt::color() {
-            let code = match a.state() {
-                pb::AgentState::AwaitingInput => "1;33",
-                pb::AgentState::Done => "32",
-                pb::AgentState::Running => "36",
-                _ => "2",
+            let style = match a.state() {
+                pb::AgentState::AwaitingInput => anstyle::AnsiColor::Yellow.on_default().bold(),
+                pb::AgentState::Done => anstyle::AnsiColor::Green.on_default(),
+                pb::AgentState::Running => anstyle::AnsiColor::Cyan.on_default(),
+                _ => anstyle::Style::new().dimmed(),
             };
-            format!("\x1b[{code}m{:<15}\x1b[0m", names::agent_state(a.state()))
+            fmt::paint(style, &format!("{:<15}", names::agent_state(a.state())))
         } else {
             format!("{:<15}", names::agent_state(a.state()))
         };

@@ -19,12 +19,17 @@ pub(crate) fn status_cell(p: &pb::Process, width: usize) -> String {
     if !color() {
         return name;
     }
-    let code = match p.status() {
-        pb::Status::Running => "32",
-        pb::Status::Exited if p.exit_code == Some(0) => "2",
-        _ => "31",
+    let style = match p.status() {
+        pb::Status::Running => anstyle::AnsiColor::Green.on_default(),
+        pb::Status::Exited if p.exit_code == Some(0) => anstyle::Style::new().dimmed(),
+        _ => anstyle::AnsiColor::Red.on_default(),
     };
-    format!("\x1b[{code}m{name}\x1b[0m")
+    paint(style, &name)
+}
+
+/// `text` in `style` (callers decide whether to colour at all: [`color`]).
+pub(crate) fn paint(style: anstyle::Style, text: &str) -> String {
+    format!("{style}{text}{style:#}")
 }
 
 /// "exit 3", "sig 9" or "-".
@@ -36,7 +41,8 @@ pub(crate) fn exit_text(p: &pb::Process) -> String {
     }
 }
 
-/// A short human duration: 850ms, 12s, 3m, 5h, 2d.
+/// A short human duration: 850ms, 12s, 3m, 5h, 2d. Hand-written: a table
+/// column wants one unit, and humantime prints every unit (`3m 12s 850ms`).
 pub(crate) fn short_duration(ms: u64) -> String {
     match ms {
         0..1_000 => format!("{ms}ms"),
@@ -47,7 +53,8 @@ pub(crate) fn short_duration(ms: u64) -> String {
     }
 }
 
-/// Byte counts: 512B, 3.4K, 12M.
+/// Byte counts: 512B, 3.4K, 12M. Hand-written: bytesize prints `3.4 KiB`,
+/// twice the width of the column.
 pub(crate) fn short_bytes(n: u64) -> String {
     #[allow(clippy::cast_precision_loss, reason = "display rounding")]
     let f = n as f64;
@@ -59,21 +66,15 @@ pub(crate) fn short_bytes(n: u64) -> String {
     }
 }
 
-/// Parses "250ms", "10s", "5m", "2h", or a bare number of milliseconds.
+/// Parses "250ms", "10s", "5m", "2h", "1h 30m", or a bare number of
+/// milliseconds.
 pub(crate) fn parse_duration(s: &str) -> Result<Duration, String> {
     let s = s.trim();
-    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
-    let (num, unit) = s.split_at(split);
-    let n: u64 =
-        num.parse().map_err(|_| format!("{s:?} is not a duration like 500ms, 10s, 5m or 2h"))?;
-    let ms = match unit {
-        "" | "ms" => n,
-        "s" => n.saturating_mul(1_000),
-        "m" => n.saturating_mul(60_000),
-        "h" => n.saturating_mul(3_600_000),
-        _ => return Err(format!("{s:?} has an unknown unit; use ms, s, m or h")),
-    };
-    Ok(Duration::from_millis(ms))
+    if let Ok(ms) = s.parse::<u64>() {
+        return Ok(Duration::from_millis(ms));
+    }
+    humantime::parse_duration(s)
+        .map_err(|e| format!("{s:?} is not a duration like 500ms, 10s, 5m or 1h 30m ({e})"))
 }
 
 /// Parses "24x80" (rows x columns).
@@ -161,7 +162,8 @@ mod tests {
         assert_eq!(parse_duration("10s"), Ok(Duration::from_secs(10)));
         assert_eq!(parse_duration("5m"), Ok(Duration::from_secs(300)));
         assert_eq!(parse_duration("1500"), Ok(Duration::from_millis(1500)));
-        assert!(parse_duration("ten").is_err() && parse_duration("5y").is_err());
+        assert_eq!(parse_duration("1h 30m"), Ok(Duration::from_secs(5400)));
+        assert!(parse_duration("ten").is_err() && parse_duration("5q").is_err());
         assert_eq!(parse_size("40x120"), Ok(pb::TermSize { rows: 40, cols: 120 }));
         assert!(parse_size("40").is_err());
         assert_eq!(short_duration(61_000), "1m");

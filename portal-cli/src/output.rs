@@ -75,9 +75,10 @@ impl Printer {
             let v = json!({"stream": stream, "offset": r.offset, "length": r.length, "ts_ns": r.ts_ns, "data": String::from_utf8_lossy(&r.data)});
             writeln!(out, "{v}")?;
         } else if self.color && r.stream() == pb::Stream::Stderr {
-            out.write_all(b"\x1b[31m")?;
+            let red = anstyle::AnsiColor::Red.on_default();
+            write!(out, "{red}")?;
             out.write_all(&r.data)?;
-            out.write_all(b"\x1b[0m")?;
+            write!(out, "{red:#}")?;
         } else {
             out.write_all(&r.data)?;
         }

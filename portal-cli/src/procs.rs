@@ -69,6 +69,9 @@ pub(crate) async fn ps(client: &Client, all: bool, out: JsonFlag) -> Outcome {
         }
         return Ok(());
     }
+    // Fixed, hand-padded columns, not a table crate: the rows print one per
+    // line with no borders (what `ps | awk` expects), and comfy-table's width
+    // detection alone would bring crossterm in.
     println!(
         "{:>4}  {:<12} {:>7}  {:<5}  {:<9}  {:<15}  {:<7}  {:>5}  {:>7}  COMMAND",
         "ID", "NAME", "PID", "MODE", "STATUS", "STATE", "EXIT", "IDLE", "BYTES"

@@ -59,7 +59,7 @@ pub enum StartError {
 /// A bound, locked, listening daemon that has not started serving yet.
 pub struct Listener {
     config: Config,
-    uds: std::os::unix::net::UnixListener,
+    listener: portal_proto::transport::Listener,
     lock: File,
     lock_path: PathBuf,
     store: Store,
@@ -139,7 +139,8 @@ fn tighten(path: &Path, mode: u32) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Prepares the directories, the lock, the database and the socket.
+/// Prepares the directories, the lock, the database and the socket. Must be
+/// called within the tokio runtime that will serve it.
 ///
 /// # Errors
 /// [`StartError::AlreadyRunning`] when another daemon holds the lock;
@@ -187,13 +188,10 @@ pub fn bind(config: &Config) -> Result<Listener, StartError> {
                 config.database().display()
             )
         })?;
-    let uds = std::os::unix::net::UnixListener::bind(&socket)
+    let listener = portal_proto::transport::listen(&socket)
         .with_context(|| format!("binding {}", socket.display()))?;
-    std::fs::set_permissions(&socket, std::fs::Permissions::from_mode(0o600))
-        .with_context(|| format!("chmod 0600 {}", socket.display()))?;
-    uds.set_nonblocking(true).context("making the socket non-blocking")?;
     tracing::info!(socket = %socket.display(), database = %config.database().display(), "listening");
-    Ok(Listener { config: config.clone(), uds, lock, lock_path, store, store_thread })
+    Ok(Listener { config: config.clone(), listener, lock, lock_path, store, store_thread })
 }
 
 /// Serves until `shutdown` is cancelled, then shuts down in order.
@@ -201,7 +199,7 @@ pub fn bind(config: &Config) -> Result<Listener, StartError> {
 /// # Errors
 /// When the socket cannot be served.
 pub async fn serve(listener: Listener, shutdown: CancellationToken) -> anyhow::Result<()> {
-    let Listener { config, uds, lock, lock_path, store, store_thread } = listener;
+    let Listener { config, listener, lock, lock_path, store, store_thread } = listener;
     let socket = config.socket.clone();
     let tracker = TaskTracker::new();
     let pids = Arc::new(SpawnedPids::default());
@@ -235,8 +233,7 @@ pub async fn serve(listener: Listener, shutdown: CancellationToken) -> anyhow::R
         ),
         Err(e) => tracing::error!(error = %e, "cannot list the processes of an earlier daemon"),
     }
-    let uds = tokio::net::UnixListener::from_std(uds).context("registering the socket")?;
-    let incoming = tokio_stream::wrappers::UnixListenerStream::new(uds);
+    let incoming = listener.incoming();
     let service = PortalServer::new(PortalService::new(Arc::clone(&daemon)))
         .max_decoding_message_size(portal_proto::MAX_MESSAGE_BYTES)
         .max_encoding_message_size(portal_proto::MAX_MESSAGE_BYTES);

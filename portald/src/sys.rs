@@ -1,20 +1,23 @@
-//! Every `unsafe` system call the daemon makes, each behind a safe function.
-//!
-//! Process signalling (`kill`, `killpg` and the tree sweep that reaches
-//! everything a managed process started, whatever groups or sessions it
-//! made, and what was reparented to the daemon), reaping
+//! Every system call the daemon makes outside std, each behind a safe
+//! function: process signalling (`kill`, `killpg` and the tree sweep that
+//! reaches everything a managed process started, whatever groups or
+//! sessions it made, and what was reparented to the daemon), reaping
 //! (`waitpid` of one pid, and of orphans Portal did not spawn), the child
-//! subreaper flag, `setsid`, `flock` and the monotonic clock. Parsing of
-//! `/proc/<pid>/stat` lives here too because the sweep depends on it.
-#![allow(
-    unsafe_code,
-    reason = "the one module that wraps libc calls; each block has a SAFETY note"
-)]
+//! subreaper flag, `setsid`, `flock`, terminal modes, free disk space and
+//! the monotonic clock. Parsing of `/proc/<pid>/stat` lives here too because
+//! the sweep depends on it.
+//!
+//! The calls go through `rustix`'s safe wrappers. Four stay on `libc`, each
+//! in an `unsafe` block with its SAFETY note: `kill`/`killpg` (rustix's
+//! `Signal` names no real-time signal, which Portal delivers), the `setsid`
+//! hook that runs in a forked child (`pre_exec` is unsafe whatever it calls)
+//! glibc's `malloc_trim` (no wrapper exists), and the borrow of a raw
+//! descriptor the PTY library hands out.
+#![allow(unsafe_code, reason = "what rustix does not cover; each block has a SAFETY note")]
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::ffi::{OsStr, OsString};
 use std::io;
-use std::os::fd::AsRawFd;
 use std::os::unix::ffi::OsStrExt;
 
 /// How a child ended, as `waitpid` reported it.
@@ -288,31 +291,26 @@ pub(crate) fn all_pids() -> Vec<u32> {
     dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok()).collect()
 }
 
+fn rustix_pid(pid: u32) -> io::Result<rustix::process::Pid> {
+    rustix::process::Pid::from_raw(pid_t(pid)?)
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, format!("invalid pid {pid}")))
+}
+
 /// Blocks until `pid` (a child of this process) ends and reaps it.
 pub(crate) fn wait_pid(pid: u32) -> io::Result<ExitInfo> {
-    let pid = pid_t(pid)?;
+    let pid = rustix_pid(pid)?;
     loop {
-        let mut status: libc::c_int = 0;
-        // SAFETY: status is a valid, writable c_int for the duration of the call.
-        let rc = unsafe { libc::waitpid(pid, &raw mut status, 0) };
-        if rc == pid {
-            return Ok(decode_status(status));
-        }
-        let err = io::Error::last_os_error();
-        if err.raw_os_error() != Some(libc::EINTR) {
-            return Err(err);
+        match rustix::process::waitpid(Some(pid), rustix::process::WaitOptions::empty()) {
+            Ok(Some((_, status))) => return Ok(decode_status(status)),
+            Ok(None) => {}
+            Err(rustix::io::Errno::INTR) => {}
+            Err(e) => return Err(e.into()),
         }
     }
 }
 
-fn decode_status(status: libc::c_int) -> ExitInfo {
-    if libc::WIFEXITED(status) {
-        ExitInfo { code: Some(libc::WEXITSTATUS(status)), signal: None }
-    } else if libc::WIFSIGNALED(status) {
-        ExitInfo { code: None, signal: Some(libc::WTERMSIG(status)) }
-    } else {
-        ExitInfo { code: None, signal: None }
-    }
+fn decode_status(status: rustix::process::WaitStatus) -> ExitInfo {
+    ExitInfo { code: status.exit_status(), signal: status.terminating_signal() }
 }
 
 /// Reaps zombie children of this process that are not in `ours` (orphans
@@ -330,11 +328,10 @@ pub(crate) fn reap_orphans(ours: &HashSet<u32>) -> Vec<u32> {
         if stat.ppid != me || stat.state != 'Z' {
             continue;
         }
-        let Ok(raw) = pid_t(pid) else { continue };
-        let mut status: libc::c_int = 0;
-        // SAFETY: status is a valid, writable c_int; WNOHANG never blocks.
-        let rc = unsafe { libc::waitpid(raw, &raw mut status, libc::WNOHANG) };
-        if rc == raw {
+        let Ok(raw) = rustix_pid(pid) else { continue };
+        if let Ok(Some(_)) =
+            rustix::process::waitpid(Some(raw), rustix::process::WaitOptions::NOHANG)
+        {
             reaped.push(pid);
         }
     }
@@ -345,33 +342,27 @@ pub(crate) fn reap_orphans(ours: &HashSet<u32>) -> Vec<u32> {
 /// processes are reparented here (and reaped) instead of to PID 1, which in
 /// containers often never reaps.
 pub(crate) fn set_child_subreaper() -> io::Result<()> {
-    // SAFETY: PR_SET_CHILD_SUBREAPER takes an integer argument and no pointers.
-    let rc = unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
-    if rc == 0 { Ok(()) } else { Err(io::Error::last_os_error()) }
+    Ok(rustix::process::set_child_subreaper(Some(rustix::process::getpid()))?)
 }
 
 /// Whether `fd` has input ready right now (a zero-timeout poll).
 pub(crate) fn readable_now(fd: std::os::fd::RawFd) -> bool {
-    let mut p = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
-    // SAFETY: p is one valid pollfd for the duration of the call; timeout 0
-    // never blocks.
-    let rc = unsafe { libc::poll(&raw mut p, 1, 0) };
-    rc == 1 && p.revents & libc::POLLIN != 0
+    use rustix::event::{PollFd, PollFlags, Timespec};
+    with_fd(fd, |fd| {
+        let mut fds = [PollFd::new(&fd, PollFlags::IN)];
+        let now = Timespec { tv_sec: 0, tv_nsec: 0 };
+        rustix::event::poll(&mut fds, Some(&now)).is_ok_and(|n| n == 1)
+            && fds[0].revents().contains(PollFlags::IN)
+    })
 }
 
 /// Lowers the calling thread's CPU priority (Linux nice values are per
 /// thread). Used by screen threads: under bulk output the program, the
 /// reader and the log come first, and the screen coalesces what it missed.
 pub(crate) fn lower_thread_priority(nice: i32) -> io::Result<()> {
+    // `None` is "the caller": on Linux, the calling thread.
     #[cfg(target_os = "linux")]
-    {
-        // SAFETY: setpriority takes plain integers; who = 0 is the calling
-        // thread on Linux.
-        let rc = unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, nice) };
-        if rc != 0 {
-            return Err(io::Error::last_os_error());
-        }
-    }
+    rustix::process::setpriority_process(None, nice)?;
     #[cfg(not(target_os = "linux"))]
     let _ = nice;
     Ok(())
@@ -380,22 +371,20 @@ pub(crate) fn lower_thread_priority(nice: i32) -> io::Result<()> {
 /// Starts a new session for this process (detaching from the terminal and
 /// session of whoever started it).
 pub(crate) fn setsid() -> io::Result<()> {
-    // SAFETY: setsid has no arguments and no memory effects.
-    let rc = unsafe { libc::setsid() };
-    if rc >= 0 { Ok(()) } else { Err(io::Error::last_os_error()) }
+    rustix::process::setsid()?;
+    Ok(())
 }
 
 /// Makes a `Command` start its child in a new session (so it leads its own
 /// session and process group, and `kill_tree` reaches all of it).
 pub(crate) fn new_session_on_spawn(cmd: &mut std::process::Command) {
     use std::os::unix::process::CommandExt;
-    // SAFETY: the hook runs in the forked child before exec and only calls
-    // setsid, which is async-signal-safe and allocates nothing.
+    // SAFETY: the hook runs in the forked child before exec and only makes
+    // the setsid system call, which is async-signal-safe and allocates
+    // nothing.
     unsafe {
         cmd.pre_exec(|| {
-            if libc::setsid() < 0 {
-                return Err(io::Error::last_os_error());
-            }
+            rustix::process::setsid()?;
             Ok(())
         });
     }
@@ -404,54 +393,43 @@ pub(crate) fn new_session_on_spawn(cmd: &mut std::process::Command) {
 /// Takes an exclusive, non-blocking `flock` on `file`. `Ok(false)` when another
 /// process holds it. The lock lives as long as the file stays open.
 pub(crate) fn try_lock_exclusive(file: &std::fs::File) -> io::Result<bool> {
-    // SAFETY: the fd is valid for the lifetime of `file`, borrowed here.
-    let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
-    if rc == 0 {
-        return Ok(true);
+    match rustix::fs::flock(file, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
+        Ok(()) => Ok(true),
+        Err(rustix::io::Errno::WOULDBLOCK) => Ok(false),
+        Err(e) => Err(e.into()),
     }
-    let err = io::Error::last_os_error();
-    if err.raw_os_error() == Some(libc::EWOULDBLOCK) { Ok(false) } else { Err(err) }
+}
+
+/// Runs `f` on a descriptor the caller keeps open for the call (the borrow
+/// cannot outlive `f`).
+fn with_fd<T>(fd: std::os::fd::RawFd, f: impl FnOnce(std::os::fd::BorrowedFd<'_>) -> T) -> T {
+    // SAFETY: every caller passes a descriptor it owns (a PTY primary it
+    // holds) for at least this call, and the borrow ends with `f`.
+    f(unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) })
 }
 
 /// The foreground process group of the terminal whose primary side is `fd`.
 pub(crate) fn foreground_pgrp(fd: std::os::fd::RawFd) -> Option<u32> {
-    // SAFETY: tcgetpgrp only reads the terminal's state; an invalid fd yields
-    // -1 and EBADF.
-    let pgrp = unsafe { libc::tcgetpgrp(fd) };
-    u32::try_from(pgrp).ok().filter(|p| *p > 0)
-}
-
-/// The local-mode flags of the terminal whose primary side is `fd` (Linux
-/// reports the secondary side's settings there). `None` when it cannot be
-/// queried.
-fn local_flags(fd: std::os::fd::RawFd) -> Option<libc::tcflag_t> {
-    // SAFETY: an all-zero termios is a valid value for tcgetattr to fill.
-    let mut t: libc::termios = unsafe { std::mem::zeroed() };
-    // SAFETY: t is a valid, writable termios; fd is only read.
-    let rc = unsafe { libc::tcgetattr(fd, &raw mut t) };
-    (rc == 0).then_some(t.c_lflag)
+    let pgrp = with_fd(fd, |b| rustix::termios::tcgetpgrp(b)).ok()?;
+    u32::try_from(pgrp.as_raw_nonzero().get()).ok()
 }
 
 /// Whether the terminal whose primary side is `fd` reads a line with echo
 /// off (canonical mode without `ECHO`): how sudo, ssh and `read -s` ask for
 /// secrets. Raw-mode programs (editors, TUIs) turn echo off too, but leave
-/// canonical mode, so they do not count. `None` when it cannot be queried.
+/// canonical mode, so they do not count. `None` when it cannot be queried
+/// (Linux reports the secondary side's modes on the primary).
 pub(crate) fn secret_prompt(fd: std::os::fd::RawFd) -> Option<bool> {
-    local_flags(fd).map(|f| f & libc::ECHO == 0 && f & libc::ICANON != 0)
+    use rustix::termios::LocalModes;
+    let modes = with_fd(fd, |b| rustix::termios::tcgetattr(b)).ok()?.local_modes;
+    Some(!modes.contains(LocalModes::ECHO) && modes.contains(LocalModes::ICANON))
 }
 
 /// Bytes free for an unprivileged writer on the filesystem holding `path`
 /// (`None` when it cannot be asked).
 pub(crate) fn free_bytes(path: &std::path::Path) -> Option<u64> {
-    use std::os::unix::ffi::OsStrExt as _;
-    let c = std::ffi::CString::new(path.as_os_str().as_bytes()).ok()?;
-    // SAFETY: an all-zero statvfs is a valid value for statvfs to fill.
-    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
-    // SAFETY: c is a NUL-terminated path and st a valid, writable statvfs.
-    let rc = unsafe { libc::statvfs(c.as_ptr(), &raw mut st) };
-    #[allow(clippy::useless_conversion, reason = "the field types are narrower on some targets")]
-    let (blocks, size) = (u64::from(st.f_bavail), u64::from(st.f_frsize));
-    (rc == 0).then(|| blocks.saturating_mul(size))
+    let st = rustix::fs::statvfs(path).ok()?;
+    Some(st.f_bavail.saturating_mul(st.f_frsize))
 }
 
 /// Gives memory the allocator holds free back to the kernel (glibc keeps
@@ -494,19 +472,14 @@ pub(crate) fn command_line(pid: u32) -> Option<(Vec<String>, Option<String>)> {
 /// and EOF when dropped, which a program still attached to the terminal would
 /// read (and echo) as input Portal never sent.
 pub(crate) fn dup_fd(fd: std::os::fd::RawFd) -> io::Result<std::fs::File> {
-    // SAFETY: the caller owns `fd` (the PTY primary) for at least this call;
-    // the borrow ends before the function returns.
-    let borrowed = unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) };
-    Ok(std::fs::File::from(borrowed.try_clone_to_owned()?))
+    Ok(std::fs::File::from(with_fd(fd, |b| b.try_clone_to_owned())?))
 }
 
 /// `CLOCK_MONOTONIC` in nanoseconds: system-wide (comparable across daemon
 /// restarts within one boot) and immune to wall-clock jumps, so it orders
 /// chunks and bounds time-window reads.
 pub(crate) fn monotonic_ns() -> i64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: ts is a valid, writable timespec; CLOCK_MONOTONIC always exists.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &raw mut ts) };
+    let ts = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
     ts.tv_sec.saturating_mul(1_000_000_000).saturating_add(ts.tv_nsec)
 }
 

@@ -1,4 +1,4 @@
-//! A connection to `portald` over its Unix socket.
+//! A verified connection to `portald` (over [`crate::transport`]).
 //!
 //! [`Client::connect`] verifies the daemon before sending it anything: the
 //! socket's directory and the socket belong to this user and nobody else may
@@ -15,8 +15,9 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use hyper_util::rt::TokioIo;
-use tokio::net::UnixStream;
 use tonic::transport::{Channel, Endpoint};
+
+use crate::transport::{self, Conn};
 
 use crate::v1::{GetInfoRequest, GetInfoResponse, portal_client::PortalClient};
 use crate::{MAX_MESSAGE_BYTES, PROTOCOL_VERSION};
@@ -137,22 +138,24 @@ pub fn verify_location(socket: &Path) -> Result<(), ClientError> {
     check(socket, "socket")
 }
 
-/// Dials `socket` and refuses a peer running as another user.
+/// Dials `socket` and refuses a peer running as another user (or one whose
+/// user the kernel does not tell).
 async fn dial(
     socket: PathBuf,
     refused: Arc<Mutex<Option<ClientError>>>,
-) -> std::io::Result<TokioIo<UnixStream>> {
-    let stream = UnixStream::connect(&socket).await?;
-    let peer = stream.peer_cred()?.uid();
+) -> std::io::Result<TokioIo<Conn>> {
+    let conn = transport::dial(&socket).await?;
     let me = crate::paths::uid();
-    if peer != me {
-        let reason = format!("the process serving it runs as uid {peer}, not as you (uid {me})");
+    if conn.peer().uid != Some(me) {
+        let peer =
+            conn.peer().uid.map_or_else(|| "an unknown user".to_owned(), |u| format!("uid {u}"));
+        let reason = format!("the process serving it runs as {peer}, not as you (uid {me})");
         let msg = format!("{}: {reason}", socket.display());
         *refused.lock().unwrap_or_else(std::sync::PoisonError::into_inner) =
             Some(ClientError::Untrusted { path: socket, reason });
         return Err(std::io::Error::new(std::io::ErrorKind::PermissionDenied, msg));
     }
-    Ok(TokioIo::new(stream))
+    Ok(TokioIo::new(conn))
 }
 
 impl Client {

@@ -2,8 +2,10 @@
 //!
 //! - [`v1`]: the messages and the tonic client and server generated from
 //!   `portal/v1/portal.proto`, the only API between `portald` and its clients.
-//! - [`client`]: [`client::Client`], a connection to `portald` over its Unix
-//!   socket with the protocol-version check.
+//! - [`client`]: [`client::Client`], a verified connection to `portald` with
+//!   the protocol-version check.
+//! - [`transport`]: the platform seam for connections (Unix sockets, and
+//!   named pipes by the same API), with each peer's credentials.
 //! - [`launch`]: finding and auto-starting `portald` when nothing answers.
 //! - [`paths`]: where the socket, the database and the daemon log live.
 //! - [`names`]: the lowercase names clients show for the wire's enums.
@@ -13,6 +15,7 @@ pub mod launch;
 pub mod names;
 pub mod osc3008;
 pub mod paths;
+pub mod transport;
 
 /// Generated protobuf messages and gRPC stubs for package `portal.v1`.
 #[allow(

@@ -1,14 +1,14 @@
 //! Only the daemon's own user may talk to it: the peer's uid (from
-//! `SO_PEERCRED`, which tonic exposes as [`UdsConnectInfo`]) must equal the
-//! daemon's. Missing credentials fail closed.
+//! `SO_PEERCRED`, read by the transport and given to each call as its
+//! [`Peer`]) must equal the daemon's. Missing credentials fail closed.
 
-use tonic::transport::server::UdsConnectInfo;
+use portal_proto::transport::Peer;
 use tonic::{Request, Status};
 
 /// Interceptor applied to every call.
 pub(crate) fn check_peer(req: Request<()>) -> Result<Request<()>, Status> {
     let me = portal_proto::paths::uid();
-    let peer = req.extensions().get::<UdsConnectInfo>().and_then(|i| i.peer_cred).map(|c| c.uid());
+    let peer = req.extensions().get::<Peer>().and_then(|p| p.uid);
     match peer {
         Some(uid) if uid == me => Ok(req),
         Some(uid) => Err(Status::permission_denied(format!(

@@ -4,7 +4,8 @@
 //! program's process group.
 
 /// Linux signal names (without `SIG`) and numbers, canonical name first where
-/// two names share a number.
+/// two names share a number. Hand-written: `nix`'s and `rustix`'s signal
+/// types name no real-time signal (`SIGRTMIN+3`), which Portal delivers.
 const SIGNALS: &[(&str, i32)] = &[
     ("HUP", libc::SIGHUP),
     ("INT", libc::SIGINT),

@@ -109,13 +109,10 @@ fn status(found: &[Handler], wanted: &[Handler], detected: bool) -> &'static str
     }
 }
 
+/// The path as one word of a POSIX shell command (the agents run hook
+/// commands through `sh -c`).
 fn quote(path: &Path) -> String {
-    let s = path.to_string_lossy();
-    if s.contains(|c: char| c.is_whitespace() || "'\"\\$`".contains(c)) {
-        format!("'{}'", s.replace('\'', r"'\''"))
-    } else {
-        s.into_owned()
-    }
+    shell_words::quote(&path.to_string_lossy()).into_owned()
 }
 
 /// The hook command for one event.
