@@ -282,19 +282,22 @@ pub async fn wait_screen(
     if done(&snap) {
         return snap;
     }
+    // Follow from exactly what the snapshot reflects: "from the current end"
+    // is taken when the actor gets to the request, and output it handled
+    // before then would be in neither.
+    let from = pb::Cursor {
+        offsets: vec![pb::StreamOffset { stream: pb::Stream::Stdout.into(), offset: snap.offset }],
+    };
     let req = pb::FollowRequest {
         proc: by_id(id),
         streams: vec![pb::Stream::Stdout.into()],
+        from: Some(from),
         ..Default::default()
     };
     let mut follower = rpc.clone();
-    bounded(what, async {
+    let mut seen = rpc.clone();
+    let waited = tokio::time::timeout(timeout(), async {
         let mut events = follower.follow(req).await.expect("follow").into_inner();
-        // Output may have arrived between the first snapshot and the follow.
-        let snap = screen(rpc, id).await;
-        if done(&snap) {
-            return snap;
-        }
         while let Some(ev) = events.message().await.expect("follow stream") {
             let snap = screen(rpc, id).await;
             if done(&snap) {
@@ -306,7 +309,18 @@ pub async fn wait_screen(
         }
         panic!("follow stream of {id} ended before {what}");
     })
-    .await
+    .await;
+    match waited {
+        Ok(snap) => snap,
+        Err(_) => {
+            let last = screen(&mut seen, id).await;
+            panic!(
+                "timed out after {:?} waiting for {what}; the screen shows: {:#?}",
+                timeout(),
+                last.lines
+            )
+        }
+    }
 }
 
 /// A screen snapshot.

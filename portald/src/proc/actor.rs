@@ -372,7 +372,7 @@ impl ProcActor {
                         self.sweep_foreground();
                         self.sweep_dialog();
                     }
-                    self.sweep_input();
+                    self.sweep_input().await;
                 }
                 () = self.cancel.cancelled(), if !stopping => {
                     stopping = true;
@@ -527,14 +527,20 @@ impl ProcActor {
     }
 
     /// Decides whether the program waits for input now and publishes it.
-    fn input_report(&mut self, scan_age: Duration) -> InputReport {
+    async fn input_report(&mut self, scan_age: Duration) -> InputReport {
         if self.exit.is_some() {
             let r = InputReport { state: InputState::Exited, source: InputSource::Kernel };
             self.shared.set_input(r);
             return r;
         }
+        // Off the runtime's workers: a probe reads many `/proc` files, and
+        // every 100 ms one of them rescans all of `/proc`.
         let probe = match (self.input_watch.target, self.input_scope()) {
-            (Some(target), Some(scope)) => Some(probe::probe(scope, target, scan_age)),
+            (Some(target), Some(scope)) => {
+                tokio::task::spawn_blocking(move || probe::probe(scope, target, scan_age))
+                    .await
+                    .ok()
+            }
             _ => None,
         };
         let output_unread =
@@ -556,7 +562,7 @@ impl ProcActor {
 
     /// The sweep's input state: re-decided when something happened since
     /// the last one, or while the program runs.
-    fn sweep_input(&mut self) {
+    async fn sweep_input(&mut self) {
         let w = &self.input_watch;
         if let Some((at, state)) = w.last_probe {
             let quiet_since = w.last_output <= at && w.last_input.is_none_or(|t| t <= at);
@@ -564,7 +570,7 @@ impl ProcActor {
                 return;
             }
         }
-        let r = self.input_report(SWEEP_SCAN_AGE);
+        let r = self.input_report(SWEEP_SCAN_AGE).await;
         self.input_watch.last_probe = Some((Instant::now(), r.state));
     }
 
@@ -757,7 +763,7 @@ impl ProcActor {
                 let _ = reply.send(res);
             }
             ProcRequest::InputState { reply } => {
-                let _ = reply.send(self.input_report(WAIT_SCAN_AGE));
+                let _ = reply.send(self.input_report(WAIT_SCAN_AGE).await);
             }
             ProcRequest::SecretPrompt { reply } => {
                 let _ = reply.send(self.exit.is_none() && self.check_secret_prompt());

@@ -153,7 +153,15 @@ async fn answer(rpc: &mut Rpc, id: u64, key: &str) {
                 if !s.lines.iter().any(|l| l.contains("1. Yes")) {
                     return;
                 }
-                let follow = pb::FollowRequest { proc: by_id(id), ..Default::default() };
+                // From what the screen reflects, so no output falls between.
+                let from = pb::Cursor {
+                    offsets: vec![pb::StreamOffset {
+                        stream: pb::Stream::Stdout.into(),
+                        offset: s.offset,
+                    }],
+                };
+                let follow =
+                    pb::FollowRequest { proc: by_id(id), from: Some(from), ..Default::default() };
                 let mut events = rpc.follow(follow).await.unwrap().into_inner();
                 let _ = events.message().await;
             }
