@@ -64,60 +64,89 @@ pub(crate) enum Kind {
     Mutating,
 }
 
-/// One tool. The order of [`ToolId::ALL`] is the order of `tools/list`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum ToolId {
-    ProcessStart,
-    ProcessRead,
-    ProcessReadNew,
-    ProcessWrite,
-    ProcessSignal,
-    ProcessList,
-    ProcessInspect,
-    ProcessKill,
-    ProcessKillAll,
-    ProcessClear,
-    ProcessCleanup,
-    ProcessScreen,
-    ProcessWait,
-    ProcessRun,
-    ProcessSendKeys,
-    AgentList,
-    AgentWatch,
-    AgentWait,
-    AgentSend,
-    AgentHooks,
-    ProgramQuery,
-    ProgramRecord,
+/// Every tool, one row each, in the order of `tools/list`: its variant, the
+/// name clients call it by (the original Portal's where it had one), its
+/// group and kind, its handler with the argument and result types, and its
+/// description. The catalog below and the dispatch in `tools/` are both
+/// made from these rows (`tool_rows!(catalog)`, `tool_rows!(dispatch)`), so
+/// a tool's schemas are always those of the types its handler takes and
+/// returns, and no tool is listed without a handler.
+macro_rules! tool_rows {
+    ($then:ident) => {
+        $then! {
+            ProcessStart = "process_start", Process, OpenWorld, start(StartArgs) -> Started,
+                "Start a program (exec'd, no shell) on a PTY or on pipes; it lives on in portald across client restarts. Returns id, status and a cursor; then process_run to type commands.";
+            ProcessRead = "process_read", Process, ReadOnly, read(ReadArgs) -> Output,
+                "Read output of the last `duration` (default 1 s; 10 s for a hang check), or forward from a `cursor`. Escapes removed; returns text, a next cursor and how many bytes were left out (windows keep the newest). Moves no cursor.";
+            ProcessReadNew = "process_read_new", Process, Cursor, read_new(ReadNewArgs) -> Output,
+                "Read output since the last process_read_new, process_wait or process_run (or since your `cursor`). Escapes removed; returns text, the next cursor and, if the page was cut, a cursor for process_read to page through the omitted part.";
+            ProcessWrite = "process_write", Process, OpenWorld, write(WriteArgs) -> Written,
+                "Write text verbatim to the program's input, no newline added. Prefer process_run to type a command and get its result.";
+            ProcessSignal = "process_signal", Process, Destructive, signal(SignalArgs) -> Signalled,
+                "Send a signal to the program's process group, exactly as asked. To interrupt a PTY program, writing \"\\u0003\" usually suffices.";
+            ProcessList = "process_list", Process, ReadOnly, list(NoArgs) -> Listed,
+                "List every process (running and ended) with id, name, status, input_state (running, awaiting_input, awaiting_secret, idle, exited), exit, idle time and bytes.";
+            ProcessInspect = "process_inspect", Process, ReadOnly, inspect(IdArgs) -> Inspected,
+                "One process in full: command, args, cwd, env overrides, status, input_state (asked of the kernel now), exit, timeout, idle time, bytes.";
+            ProcessKill = "process_kill", Process, Destructive, kill(IdArgs) -> Inspected,
+                "SIGKILL the process and everything it started. Output and screen are kept; a recorded exit is never overwritten.";
+            ProcessKillAll = "process_kill_all", Process, Destructive, kill_all(NoArgs) -> KilledAll,
+                "Kill every running process tree (output kept). Returns the ids killed.";
+            ProcessClear = "process_clear", Process, Destructive, clear(IdArgs) -> Done,
+                "Delete a process's stored output and input; it may keep running.";
+            ProcessCleanup = "process_cleanup", Process, Destructive, cleanup(IdArgs) -> Done,
+                "Forget an ended process: record, output and screen.";
+            ProcessScreen = "process_screen", Process, ReadOnly, screen(ScreenArgs) -> Screen,
+                "What a PTY program's terminal shows now: lines, cursor, and whether a full-screen program (vim, less, htop) is on the alternate screen. For TUIs instead of raw output; works after exit.";
+            ProcessWait = "process_wait", Waits, Cursor, wait(WaitArgs) -> Waited,
+                "Block until the first of: the program waits for input (default; reason input_requested with its `prompt`), `pattern` or a `stop` pattern appears, output settles, the screen is stable, it exits, or the timeout. Returns reason, new output, cursor and a hint. A timeout is a result: call again. Wait, don't poll.";
+            ProcessRun = "process_run", Waits, OpenWorld, run(RunArgs) -> Waited,
+                "Type `input` and Enter, then wait as process_wait does (same options) and return the result without echo or prompt: when the program asks for input again (`prompt`; awaiting_secret for passwords) or exits, never early on a busy one. In Portal's bash: when the command finished, with command_exit_code. Full-screen programs return their screen.";
+            ProcessSendKeys = "process_send_keys", Process, OpenWorld, send_keys(SendKeysArgs) -> KeysSent,
+                "Press keys and type text in order, paced, like tmux send-keys: [\"Escape\", \":q!\", \"Enter\"], [\"C-c\"], [\"Up\", \"Enter\"]. Keys: Enter Tab Escape Backspace Space Up Down Left Right Home End PageUp PageDown Delete F1-F12 C-a..C-z M-x; other strings are typed as text ({\"text\": \"Enter\"} types the word).";
+            AgentList = "agent_list", Agents, ReadOnly, agent_list(AgentListArgs) -> AgentsListed,
+                "Coding agents (Claude Code, Codex...) in Portal's terminals, most urgent first, with state (awaiting_input, done, running, idle, unknown, exited), reason, source (hooks are exact) and any dialog on screen.";
+            AgentWatch = "agent_watch", Agents, ReadOnly, agent_watch(AgentWatchArgs) -> AgentsWatched,
+                "Block until an agent changes state after `cursor`; returns the changes and a new cursor (none at the timeout). Loop on it to follow a fleet.";
+            AgentWait = "agent_wait", Agents, ReadOnly, agent_wait(AgentWaitArgs) -> AgentOutcomes,
+                "Wait until agents reach a state (default awaiting_input, done or idle). Per agent: reached, timeout, exited or vanished. A timeout is a result: call again.";
+            AgentSend = "agent_send", Agents, OpenWorld, agent_send(AgentSendArgs) -> AgentOutcomes,
+                "Type a prompt into agents once each is ready, then Enter. Refused while an agent shows a dialog (answer it with process_send_keys). With `key`, a retry never types twice.";
+            AgentHooks = "agent_hooks", Agents, Mutating, agent_hooks(AgentHooksArgs) -> HooksReported,
+                "Report or install (idempotent, other settings untouched) the hooks through which Claude Code and Codex report exact states. Codex also asks the user to trust them in /hooks.";
+            ProgramQuery = "program_query", Registry, ReadOnly, program_query(QueryArgs) -> Program,
+                "Whether a program needs a PTY, and notes on driving it, from the shared registry (common programs are known).";
+            ProgramRecord = "program_record", Registry, Mutating, program_record(RecordArgs) -> Program,
+                "Record whether a program needs a PTY, with notes (negatives too). The same conclusion raises its count; a different one resets it.";
+        }
+    };
 }
+pub(crate) use tool_rows;
+
+/// The [`ToolId`] enum and each tool's [`Spec`], from [`tool_rows`].
+macro_rules! catalog {
+    ($($id:ident = $name:literal, $group:ident, $kind:ident, $method:ident($args:ty) -> $result:ty, $desc:literal;)*) => {
+        /// One tool. The order of [`ToolId::ALL`] is the order of `tools/list`.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+        pub(crate) enum ToolId {
+            $($id,)*
+        }
+
+        impl ToolId {
+            /// Every tool, in listing order.
+            pub(crate) const ALL: [ToolId; [$(stringify!($id)),*].len()] = [$(ToolId::$id),*];
+
+            fn spec(self) -> Spec {
+                match self {
+                    $(ToolId::$id => spec::<$args, $result>($name, Group::$group, Kind::$kind, $desc),)*
+                }
+            }
+        }
+    };
+}
+tool_rows!(catalog);
 
 impl ToolId {
-    /// Every tool, in listing order.
-    pub(crate) const ALL: [ToolId; 22] = [
-        ToolId::ProcessStart,
-        ToolId::ProcessRead,
-        ToolId::ProcessReadNew,
-        ToolId::ProcessWrite,
-        ToolId::ProcessSignal,
-        ToolId::ProcessList,
-        ToolId::ProcessInspect,
-        ToolId::ProcessKill,
-        ToolId::ProcessKillAll,
-        ToolId::ProcessClear,
-        ToolId::ProcessCleanup,
-        ToolId::ProcessScreen,
-        ToolId::ProcessWait,
-        ToolId::ProcessRun,
-        ToolId::ProcessSendKeys,
-        ToolId::AgentList,
-        ToolId::AgentWatch,
-        ToolId::AgentWait,
-        ToolId::AgentSend,
-        ToolId::AgentHooks,
-        ToolId::ProgramQuery,
-        ToolId::ProgramRecord,
-    ];
-
     /// The tool a client calls by `name`, if there is one.
     pub(crate) fn from_name(name: &str) -> Option<ToolId> {
         ToolId::ALL.into_iter().find(|t| t.name() == name)
@@ -141,151 +170,13 @@ impl ToolId {
     /// The tool as `tools/list` shows it.
     pub(crate) fn tool(self) -> Tool {
         let s = self.spec();
-        Tool::new(s.name, s.description, (s.input)())
+        let input = (s.input)();
+        // process_run shares its wait conditions with process_wait, which
+        // describes them once (its description says so).
+        let input = if self == ToolId::ProcessRun { described_elsewhere(&input) } else { input };
+        Tool::new(s.name, s.description, input)
             .with_raw_output_schema((s.output)())
             .with_annotations(annotations(s.kind))
-    }
-
-    fn spec(self) -> Spec {
-        use Group::{Agents, Process, Registry, Waits};
-        use Kind::{Cursor, Destructive, Mutating, OpenWorld, ReadOnly};
-        match self {
-            ToolId::ProcessStart => spec::<StartArgs, Started>(
-                "process_start",
-                Process,
-                OpenWorld,
-                "Start a program (exec'd, no shell) on a PTY or on pipes; it lives on in portald across client restarts. Returns id, status and a cursor; then process_run to type commands.",
-            ),
-            ToolId::ProcessRead => spec::<ReadArgs, Output>(
-                "process_read",
-                Process,
-                ReadOnly,
-                "Read output of the last `duration` (default 1 s; 10 s for a hang check), or forward from a `cursor`. Escapes removed; returns text, a next cursor and how many bytes were left out (windows keep the newest). Moves no cursor.",
-            ),
-            ToolId::ProcessReadNew => spec::<ReadNewArgs, Output>(
-                "process_read_new",
-                Process,
-                Cursor,
-                "Read output since the last process_read_new, process_wait or process_run (or since your `cursor`). Escapes removed; returns text, the next cursor and, if the page was cut, a cursor for process_read to page through the omitted part.",
-            ),
-            ToolId::ProcessWrite => spec::<WriteArgs, Written>(
-                "process_write",
-                Process,
-                OpenWorld,
-                "Write text verbatim to the program's input, no newline added. Prefer process_run to type a command and get its result.",
-            ),
-            ToolId::ProcessSignal => spec::<SignalArgs, Signalled>(
-                "process_signal",
-                Process,
-                Destructive,
-                "Send a signal to the program's process group, exactly as asked. To interrupt a PTY program, writing \"\\u0003\" usually suffices.",
-            ),
-            ToolId::ProcessList => spec::<NoArgs, Listed>(
-                "process_list",
-                Process,
-                ReadOnly,
-                "List every process (running and ended) with id, name, status, input_state (running, awaiting_input, awaiting_secret, idle, exited), exit, idle time and bytes.",
-            ),
-            ToolId::ProcessInspect => spec::<IdArgs, Inspected>(
-                "process_inspect",
-                Process,
-                ReadOnly,
-                "One process in full: command, args, cwd, env overrides, status, input_state (asked of the kernel now), exit, timeout, idle time, bytes.",
-            ),
-            ToolId::ProcessKill => spec::<IdArgs, Inspected>(
-                "process_kill",
-                Process,
-                Destructive,
-                "SIGKILL the process and everything it started. Output and screen are kept; a recorded exit is never overwritten.",
-            ),
-            ToolId::ProcessKillAll => spec::<NoArgs, KilledAll>(
-                "process_kill_all",
-                Process,
-                Destructive,
-                "Kill every running process tree (output kept). Returns the ids killed.",
-            ),
-            ToolId::ProcessClear => spec::<IdArgs, Done>(
-                "process_clear",
-                Process,
-                Destructive,
-                "Delete a process's stored output and input; it may keep running.",
-            ),
-            ToolId::ProcessCleanup => spec::<IdArgs, Done>(
-                "process_cleanup",
-                Process,
-                Destructive,
-                "Forget an ended process: record, output and screen.",
-            ),
-            ToolId::ProcessScreen => spec::<ScreenArgs, Screen>(
-                "process_screen",
-                Process,
-                ReadOnly,
-                "What a PTY program's terminal shows now: lines, cursor, and whether a full-screen program (vim, less, htop) is on the alternate screen. For TUIs instead of raw output; works after exit.",
-            ),
-            ToolId::ProcessWait => spec::<WaitArgs, Waited>(
-                "process_wait",
-                Waits,
-                Cursor,
-                "Block until the first of: the program waits for input (default; reason input_requested with its `prompt`), `pattern` or a `stop` pattern appears, output settles, the screen is stable, it exits, or the timeout. Returns reason, new output, cursor and a hint. A timeout is a result: call again. Wait, don't poll.",
-            ),
-            ToolId::ProcessRun => Spec {
-                input: run_input,
-                ..spec::<RunArgs, Waited>(
-                    "process_run",
-                    Waits,
-                    OpenWorld,
-                    "Type `input` and Enter, then wait as process_wait does (same options) and return the result without echo or prompt: when the program asks for input again (`prompt`; awaiting_secret for passwords) or exits, never early on a busy one. In Portal's bash: when the command finished, with command_exit_code. Full-screen programs return their screen.",
-                )
-            },
-            ToolId::ProcessSendKeys => spec::<SendKeysArgs, KeysSent>(
-                "process_send_keys",
-                Process,
-                OpenWorld,
-                "Press keys and type text in order, paced, like tmux send-keys: [\"Escape\", \":q!\", \"Enter\"], [\"C-c\"], [\"Up\", \"Enter\"]. Keys: Enter Tab Escape Backspace Space Up Down Left Right Home End PageUp PageDown Delete F1-F12 C-a..C-z M-x; other strings are typed as text ({\"text\": \"Enter\"} types the word).",
-            ),
-            ToolId::AgentList => spec::<AgentListArgs, AgentsListed>(
-                "agent_list",
-                Agents,
-                ReadOnly,
-                "Coding agents (Claude Code, Codex...) in Portal's terminals, most urgent first, with state (awaiting_input, done, running, idle, unknown, exited), reason, source (hooks are exact) and any dialog on screen.",
-            ),
-            ToolId::AgentWatch => spec::<AgentWatchArgs, AgentsWatched>(
-                "agent_watch",
-                Agents,
-                ReadOnly,
-                "Block until an agent changes state after `cursor`; returns the changes and a new cursor (none at the timeout). Loop on it to follow a fleet.",
-            ),
-            ToolId::AgentWait => spec::<AgentWaitArgs, AgentOutcomes>(
-                "agent_wait",
-                Agents,
-                ReadOnly,
-                "Wait until agents reach a state (default awaiting_input, done or idle). Per agent: reached, timeout, exited or vanished. A timeout is a result: call again.",
-            ),
-            ToolId::AgentSend => spec::<AgentSendArgs, AgentOutcomes>(
-                "agent_send",
-                Agents,
-                OpenWorld,
-                "Type a prompt into agents once each is ready, then Enter. Refused while an agent shows a dialog (answer it with process_send_keys). With `key`, a retry never types twice.",
-            ),
-            ToolId::AgentHooks => spec::<AgentHooksArgs, HooksReported>(
-                "agent_hooks",
-                Agents,
-                Mutating,
-                "Report or install (idempotent, other settings untouched) the hooks through which Claude Code and Codex report exact states. Codex also asks the user to trust them in /hooks.",
-            ),
-            ToolId::ProgramQuery => spec::<QueryArgs, Program>(
-                "program_query",
-                Registry,
-                ReadOnly,
-                "Whether a program needs a PTY, and notes on driving it, from the shared registry (common programs are known).",
-            ),
-            ToolId::ProgramRecord => spec::<RecordArgs, Program>(
-                "program_record",
-                Registry,
-                Mutating,
-                "Record whether a program needs a PTY, with notes (negatives too). The same conclusion raises its count; a different one resets it.",
-            ),
-        }
     }
 }
 
@@ -316,11 +207,11 @@ fn schema<T: JsonSchema, const INPUT: bool>() -> Arc<JsonObject> {
     }
 }
 
-/// process_run's arguments. The wait conditions it shares with process_wait
-/// are described there once; its description says so.
-fn run_input() -> Arc<JsonObject> {
+/// An argument schema without the descriptions of the wait conditions
+/// ([`Until`]), which process_wait describes.
+fn described_elsewhere(input: &JsonObject) -> Arc<JsonObject> {
     let shared = schema::<Until, true>();
-    let mut run = (*schema::<RunArgs, true>()).clone();
+    let mut run = input.clone();
     let shared = shared.get("properties").and_then(|p| p.as_object());
     if let (Some(serde_json::Value::Object(props)), Some(shared)) =
         (run.get_mut("properties"), shared)

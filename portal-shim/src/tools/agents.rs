@@ -3,7 +3,7 @@
 use portal_proto::names;
 use portal_proto::v1 as pb;
 
-use super::{Progress, Shim, ToolResult, ok};
+use super::{Progress, Reply, Shim};
 use crate::args::{
     AgentHooksArgs, AgentListArgs, AgentSendArgs, AgentStateArg, AgentWaitArgs, AgentWatchArgs,
     HookActionArg, HookAgentArg, ModeArg,
@@ -18,7 +18,7 @@ fn agent_state(s: AgentStateArg) -> pb::AgentState {
 }
 
 impl Shim {
-    pub(super) async fn agent_list(&self, a: AgentListArgs) -> ToolResult {
+    pub(super) async fn agent_list(&self, a: AgentListArgs, _: Progress) -> Reply<AgentsListed> {
         let states: Vec<i32> = a.states.iter().map(|s| agent_state(*s).into()).collect();
         let r = self
             .call(None, |mut c| {
@@ -48,10 +48,14 @@ impl Shim {
         if !r.summary.is_empty() {
             text.push_str(&r.summary);
         }
-        ok(text, &AgentsListed { agents, summary: r.summary })
+        Ok((text, AgentsListed { agents, summary: r.summary }))
     }
 
-    pub(super) async fn agent_watch(&self, a: AgentWatchArgs, progress: Progress) -> ToolResult {
+    pub(super) async fn agent_watch(
+        &self,
+        a: AgentWatchArgs,
+        progress: Progress,
+    ) -> Reply<AgentsWatched> {
         let mut since = a.cursor;
         if since.is_none() {
             let now = self
@@ -97,10 +101,14 @@ impl Shim {
             text.push_str("No changes before the timeout.\n");
         }
         text.push_str(&format!("[cursor={}]", r.cursor));
-        ok(text, &AgentsWatched { changes, cursor: r.cursor })
+        Ok((text, AgentsWatched { changes, cursor: r.cursor }))
     }
 
-    pub(super) async fn agent_wait(&self, a: AgentWaitArgs, progress: Progress) -> ToolResult {
+    pub(super) async fn agent_wait(
+        &self,
+        a: AgentWaitArgs,
+        progress: Progress,
+    ) -> Reply<AgentOutcomes> {
         let req = pb::AgentWaitRequest {
             ids: a.ids,
             states: a.states.iter().map(|s| agent_state(*s).into()).collect(),
@@ -134,10 +142,14 @@ impl Shim {
             .map(|x| format!("{}: {} ({})", x.id, x.outcome, x.state))
             .collect::<Vec<_>>()
             .join("\n");
-        ok(text, &AgentOutcomes { results })
+        Ok((text, AgentOutcomes { results }))
     }
 
-    pub(super) async fn agent_send(&self, a: AgentSendArgs, progress: Progress) -> ToolResult {
+    pub(super) async fn agent_send(
+        &self,
+        a: AgentSendArgs,
+        progress: Progress,
+    ) -> Reply<AgentOutcomes> {
         let req = pb::AgentSendRequest {
             ids: a.ids,
             text: a.text,
@@ -185,10 +197,10 @@ impl Shim {
             })
             .collect::<Vec<_>>()
             .join("\n");
-        ok(text, &AgentOutcomes { results })
+        Ok((text, AgentOutcomes { results }))
     }
 
-    pub(super) async fn agent_hooks(&self, a: AgentHooksArgs) -> ToolResult {
+    pub(super) async fn agent_hooks(&self, a: AgentHooksArgs, _: Progress) -> Reply<HooksReported> {
         let emitter = std::env::current_exe()
             .ok()
             .and_then(|e| Some(e.parent()?.join("portal-cli")))
@@ -242,6 +254,6 @@ impl Shim {
             })
             .collect::<Vec<_>>()
             .join("\n");
-        ok(text, &HooksReported { reports })
+        Ok((text, HooksReported { reports }))
     }
 }

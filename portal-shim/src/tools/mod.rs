@@ -5,7 +5,16 @@
 //! `agents`, `registry`; the tools themselves are described in `catalog.rs`. The shim holds no process state: everything lives in the
 //! daemon, so a restarted shim sees it all.
 
-use crate::catalog::ToolId;
+use crate::args::{
+    AgentHooksArgs, AgentListArgs, AgentSendArgs, AgentWaitArgs, AgentWatchArgs, IdArgs, NoArgs,
+    QueryArgs, ReadArgs, ReadNewArgs, RecordArgs, RunArgs, ScreenArgs, SendKeysArgs, SignalArgs,
+    StartArgs, WaitArgs, WriteArgs,
+};
+use crate::catalog::{ToolId, tool_rows};
+use crate::results::{
+    AgentOutcomes, AgentsListed, AgentsWatched, Done, HooksReported, Inspected, KeysSent,
+    KilledAll, Listed, Output, Program, Screen, Signalled, Started, Waited, Written,
+};
 use crate::schema::without_nulls;
 use crate::surface::Surface;
 use std::sync::Arc;
@@ -52,6 +61,36 @@ pub(crate) struct Shim {
 }
 
 type ToolResult = Result<CallToolResult, String>;
+
+/// What a handler answers: the text an agent reads and the structured
+/// result (of the type its row in the catalog names), or the error text.
+type Reply<R> = Result<(String, R), String>;
+
+/// The dispatch from a tool to its handler, made from the catalog's rows:
+/// the arguments are parsed into the row's type, and the handler's result is
+/// the row's result type, whose schema `tools/list` shows.
+macro_rules! dispatch {
+    ($($id:ident = $name:literal, $group:ident, $kind:ident, $method:ident($args:ty) -> $result:ty, $desc:literal;)*) => {
+        impl Shim {
+            async fn handle(
+                &self,
+                tool: ToolId,
+                name: &str,
+                args: JsonObject,
+                progress: Progress,
+            ) -> ToolResult {
+                match tool {
+                    $(ToolId::$id => {
+                        let a: $args = parse(name, args)?;
+                        let (text, result): (String, $result) = self.$method(a, progress).await?;
+                        ok(text, &result)
+                    })*
+                }
+            }
+        }
+    };
+}
+tool_rows!(dispatch);
 
 /// How many processes an unknown-name error lists (newest first): enough to
 /// find the one meant, few enough for one line.
@@ -206,44 +245,7 @@ impl Shim {
         if let Err(e) = self.resolve_names(&mut args).await {
             return Some(Err(e));
         }
-        macro_rules! run {
-            ($method:ident) => {
-                match parse(name, args) {
-                    Ok(a) => self.$method(a).await,
-                    Err(e) => Err(e),
-                }
-            };
-            ($method:ident, progress) => {
-                match parse(name, args) {
-                    Ok(a) => self.$method(a, progress).await,
-                    Err(e) => Err(e),
-                }
-            };
-        }
-        let result = match tool {
-            ToolId::ProcessStart => run!(start, progress),
-            ToolId::ProcessRead => run!(read),
-            ToolId::ProcessReadNew => run!(read_new),
-            ToolId::ProcessWrite => run!(write),
-            ToolId::ProcessSignal => run!(signal),
-            ToolId::ProcessList => run!(list),
-            ToolId::ProcessInspect => run!(inspect),
-            ToolId::ProcessKill => run!(kill),
-            ToolId::ProcessKillAll => run!(kill_all),
-            ToolId::ProcessClear => run!(clear),
-            ToolId::ProcessCleanup => run!(cleanup),
-            ToolId::ProcessScreen => run!(screen),
-            ToolId::ProcessWait => run!(wait, progress),
-            ToolId::ProcessRun => run!(run, progress),
-            ToolId::ProcessSendKeys => run!(send_keys),
-            ToolId::AgentList => run!(agent_list),
-            ToolId::AgentWatch => run!(agent_watch, progress),
-            ToolId::AgentWait => run!(agent_wait, progress),
-            ToolId::AgentSend => run!(agent_send, progress),
-            ToolId::AgentHooks => run!(agent_hooks),
-            ToolId::ProgramQuery => run!(program_query),
-            ToolId::ProgramRecord => run!(program_record),
-        };
+        let result = self.handle(tool, name, args, progress).await;
         Some(result.map_err(|e| in_tool_terms(tool, e)))
     }
 

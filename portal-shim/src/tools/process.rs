@@ -5,7 +5,7 @@ use bytes::Bytes;
 use portal_proto::names;
 use portal_proto::v1 as pb;
 
-use super::{Progress, Shim, ToolResult, by_id, ok};
+use super::{Progress, Reply, Shim, by_id};
 use crate::args::{
     IdArgs, KeyArg, NewSource, NoArgs, ReadArgs, ReadNewArgs, ScreenArgs, SendKeysArgs, SignalArgs,
     Source, StartArgs, Unit, WriteArgs,
@@ -38,7 +38,7 @@ pub(super) fn cursor_arg(c: &str) -> Result<pb::Cursor, String> {
 }
 
 impl Shim {
-    pub(super) async fn start(&self, a: StartArgs, progress: Progress) -> ToolResult {
+    pub(super) async fn start(&self, a: StartArgs, progress: Progress) -> Reply<Started> {
         if !a.pty && (a.rows.is_some() || a.cols.is_some()) {
             return Err(
                 "Error: rows and cols apply only with pty: true\nDrop them or set pty: true."
@@ -92,7 +92,7 @@ impl Shim {
                 "process_wait returns at its first prompt (or pass wait to process_start next time); process_read_new reads what it printed"
                     .to_owned(),
             );
-            return ok(text, &Started { process, cursor, wait: None, hint });
+            return Ok((text, Started { process, cursor, wait: None, hint }));
         };
         let mut until = pb::WaitCondition {
             timeout_ms: a.wait_timeout_ms.unwrap_or(0),
@@ -135,7 +135,7 @@ impl Shim {
         };
         let text =
             format!("Process started. ID={}, OS_PID={}\n{}", process.id, process.pid, w.text());
-        ok(text, &Started { process, cursor, wait: Some(w), hint: None })
+        Ok((text, Started { process, cursor, wait: Some(w), hint: None }))
     }
 
     async fn read_output(&self, id: u64, req: pb::ReadRequest) -> Result<Output, String> {
@@ -148,7 +148,7 @@ impl Shim {
         Ok(results::output(id, &resp))
     }
 
-    pub(super) async fn read(&self, a: ReadArgs) -> ToolResult {
+    pub(super) async fn read(&self, a: ReadArgs, _: Progress) -> Reply<Output> {
         let max_bytes = read_budget(a.max_bytes)?;
         let streams = match a.source {
             Source::Stdout => vec![pb::Stream::Stdout],
@@ -184,10 +184,10 @@ impl Shim {
         } else {
             "No output records found in the specified time window."
         };
-        ok(results::output_text(&out, empty, paging), &out)
+        Ok((results::output_text(&out, empty, paging), out))
     }
 
-    pub(super) async fn read_new(&self, a: ReadNewArgs) -> ToolResult {
+    pub(super) async fn read_new(&self, a: ReadNewArgs, _: Progress) -> Reply<Output> {
         let max_bytes = read_budget(a.max_bytes)?;
         let streams = match a.source {
             NewSource::Stdout => vec![pb::Stream::Stdout],
@@ -207,10 +207,10 @@ impl Shim {
             keep: pb::Keep::Tail.into(),
         };
         let out = self.read_output(a.id, req).await?;
-        ok(results::output_text(&out, "No new output.", false), &out)
+        Ok((results::output_text(&out, "No new output.", false), out))
     }
 
-    pub(super) async fn write(&self, a: WriteArgs) -> ToolResult {
+    pub(super) async fn write(&self, a: WriteArgs, _: Progress) -> Reply<Written> {
         let data = Bytes::from(a.content.into_bytes());
         let written = data.len() as u64;
         self.call(Some(a.id), |mut c| {
@@ -218,13 +218,13 @@ impl Shim {
             async move { c.write(req).await }
         })
         .await?;
-        ok(
+        Ok((
             format!("Written {written} bytes to process {} stdin.", a.id),
-            &Written { id: a.id, written },
-        )
+            Written { id: a.id, written },
+        ))
     }
 
-    pub(super) async fn signal(&self, a: SignalArgs) -> ToolResult {
+    pub(super) async fn signal(&self, a: SignalArgs, _: Progress) -> Reply<Signalled> {
         let r = self
             .call(Some(a.id), |mut c| {
                 let req = pb::SignalRequest { proc: by_id(a.id), signal: a.signal.clone() };
@@ -232,26 +232,26 @@ impl Shim {
             })
             .await?;
         let text = format!("Signal {} ({}) sent to process {}.", r.name, r.signal, a.id);
-        ok(text, &Signalled { id: a.id, signal: r.signal, name: r.name })
+        Ok((text, Signalled { id: a.id, signal: r.signal, name: r.name }))
     }
 
-    pub(super) async fn list(&self, _: NoArgs) -> ToolResult {
+    pub(super) async fn list(&self, _: NoArgs, _: Progress) -> Reply<Listed> {
         let r = self.call(None, |mut c| async move { c.list(pb::ListRequest {}).await }).await?;
         let processes: Vec<ProcessInfo> = r.processes.iter().map(ProcessInfo::from).collect();
-        ok(results::list_text(&processes), &Listed { processes })
+        Ok((results::list_text(&processes), Listed { processes }))
     }
 
-    pub(super) async fn inspect(&self, a: IdArgs) -> ToolResult {
+    pub(super) async fn inspect(&self, a: IdArgs, _: Progress) -> Reply<Inspected> {
         let p = self
             .call(Some(a.id), |mut c| async move {
                 c.inspect(pb::InspectRequest { proc: by_id(a.id) }).await
             })
             .await?;
         let process = ProcessInfo::from(&p);
-        ok(results::inspect_text(&process), &Inspected { process })
+        Ok((results::inspect_text(&process), Inspected { process }))
     }
 
-    pub(super) async fn kill(&self, a: IdArgs) -> ToolResult {
+    pub(super) async fn kill(&self, a: IdArgs, _: Progress) -> Reply<Inspected> {
         let p =
             self.call(Some(a.id), |mut c| async move {
                 c.kill(pb::KillRequest { proc: by_id(a.id) }).await
@@ -274,32 +274,32 @@ impl Shim {
                 }
             )
         };
-        ok(text, &Inspected { process })
+        Ok((text, Inspected { process }))
     }
 
-    pub(super) async fn kill_all(&self, _: NoArgs) -> ToolResult {
+    pub(super) async fn kill_all(&self, _: NoArgs, _: Progress) -> Reply<KilledAll> {
         let r =
             self.call(None, |mut c| async move { c.kill_all(pb::KillAllRequest {}).await }).await?;
-        ok(format!("Killed {} process(es).", r.killed.len()), &KilledAll { killed: r.killed })
+        Ok((format!("Killed {} process(es).", r.killed.len()), KilledAll { killed: r.killed }))
     }
 
-    pub(super) async fn clear(&self, a: IdArgs) -> ToolResult {
+    pub(super) async fn clear(&self, a: IdArgs, _: Progress) -> Reply<Done> {
         self.call(Some(a.id), |mut c| async move {
             c.clear(pb::ClearRequest { proc: by_id(a.id) }).await
         })
         .await?;
-        ok(format!("Process {} I/O records cleared.", a.id), &Done { id: a.id })
+        Ok((format!("Process {} I/O records cleared.", a.id), Done { id: a.id }))
     }
 
-    pub(super) async fn cleanup(&self, a: IdArgs) -> ToolResult {
+    pub(super) async fn cleanup(&self, a: IdArgs, _: Progress) -> Reply<Done> {
         self.call(Some(a.id), |mut c| async move {
             c.cleanup(pb::CleanupRequest { proc: by_id(a.id) }).await
         })
         .await?;
-        ok(format!("Process {} cleaned up.", a.id), &Done { id: a.id })
+        Ok((format!("Process {} cleaned up.", a.id), Done { id: a.id }))
     }
 
-    pub(super) async fn screen(&self, a: ScreenArgs) -> ToolResult {
+    pub(super) async fn screen(&self, a: ScreenArgs, _: Progress) -> Reply<Screen> {
         let resize = (a.cols.is_some() || a.rows.is_some())
             .then(|| pb::TermSize { rows: a.rows.unwrap_or(0), cols: a.cols.unwrap_or(0) });
         let s = self
@@ -319,10 +319,10 @@ impl Shim {
             title: s.title,
             lines: s.lines,
         };
-        ok(results::screen_text(&screen), &screen)
+        Ok((results::screen_text(&screen), screen))
     }
 
-    pub(super) async fn send_keys(&self, a: SendKeysArgs) -> ToolResult {
+    pub(super) async fn send_keys(&self, a: SendKeysArgs, _: Progress) -> Reply<KeysSent> {
         let keys: Vec<pb::KeyInput> = a
             .keys
             .into_iter()
@@ -339,9 +339,9 @@ impl Shim {
                 async move { c.send_keys(req).await }
             })
             .await?;
-        ok(
+        Ok((
             format!("Sent {} bytes of keys to process {}.", r.written, a.id),
-            &KeysSent { id: a.id, written: r.written },
-        )
+            KeysSent { id: a.id, written: r.written },
+        ))
     }
 }

@@ -2,12 +2,12 @@
 
 use portal_proto::v1 as pb;
 
-use super::{Shim, ToolResult, ok};
+use super::{Progress, Reply, Shim};
 use crate::args::{QueryArgs, RecordArgs};
 use crate::results::Program;
 
 impl Shim {
-    pub(super) async fn program_query(&self, a: QueryArgs) -> ToolResult {
+    pub(super) async fn program_query(&self, a: QueryArgs, _: Progress) -> Reply<Program> {
         let p = self
             .call(None, |mut c| {
                 let req = pb::ProgramQueryRequest { program: a.program.clone() };
@@ -15,10 +15,10 @@ impl Shim {
             })
             .await?;
         let program = Program::from(p);
-        ok(program.query_text(), &program)
+        Ok((program.query_text(), program))
     }
 
-    pub(super) async fn program_record(&self, a: RecordArgs) -> ToolResult {
+    pub(super) async fn program_record(&self, a: RecordArgs, _: Progress) -> Reply<Program> {
         let p = self
             .call(None, |mut c| {
                 let req = pb::ProgramRecordRequest {
@@ -30,6 +30,6 @@ impl Shim {
             })
             .await?;
         let program = Program::from(p);
-        ok(program.record_text(), &program)
+        Ok((program.record_text(), program))
     }
 }

@@ -3,7 +3,7 @@
 use portal_proto::v1 as pb;
 
 use super::process::cursor_arg;
-use super::{Progress, Shim, ToolResult, by_id, ok};
+use super::{Progress, Reply, Shim, by_id};
 use crate::args::{NewSource, RunArgs, Until, WaitArgs};
 use crate::results::Waited;
 
@@ -24,7 +24,7 @@ fn condition(u: &Until) -> pb::WaitCondition {
 }
 
 impl Shim {
-    pub(super) async fn wait(&self, a: WaitArgs, progress: Progress) -> ToolResult {
+    pub(super) async fn wait(&self, a: WaitArgs, progress: Progress) -> Reply<Waited> {
         let streams = match a.source {
             NewSource::Stdout => vec![pb::Stream::Stdout],
             NewSource::Stderr => vec![pb::Stream::Stderr],
@@ -44,10 +44,10 @@ impl Shim {
         });
         let r = self.with_progress(&progress, "waiting", Some(a.id), call).await?;
         let w = Waited::new(a.id, r, snapshot);
-        ok(w.text(), &w)
+        Ok((w.text(), w))
     }
 
-    pub(super) async fn run(&self, a: RunArgs, progress: Progress) -> ToolResult {
+    pub(super) async fn run(&self, a: RunArgs, progress: Progress) -> Reply<Waited> {
         let snapshot = a.until.snapshot;
         let req = pb::RunRequest {
             proc: by_id(a.id),
@@ -61,6 +61,6 @@ impl Shim {
         });
         let r = self.with_progress(&progress, "running", Some(a.id), call).await?;
         let w = Waited::new(a.id, r, snapshot);
-        ok(w.text(), &w)
+        Ok((w.text(), w))
     }
 }
