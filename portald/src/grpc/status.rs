@@ -131,12 +131,58 @@ mod tests {
                 Code::Internal,
             ),
         ];
+        // Every variant has a row: `variant` matches without a wildcard, so a
+        // new variant does not compile until it is named there, and then this
+        // fails until the table has its row.
+        let rows: std::collections::BTreeSet<&str> = procs
+            .iter()
+            .map(|(e, _)| proc_variant(e))
+            .chain(daemon.iter().map(|(e, _)| variant(e)))
+            .collect();
+        assert_eq!(rows.len(), VARIANTS, "a variant without a row: {rows:?}");
         let cases = procs.into_iter().map(|(e, c)| (DaemonError::from(e), c)).chain(daemon);
         for (err, want) in cases {
             let msg = err.to_string();
             let status = Status::from(err);
             assert_eq!(status.code(), want, "{msg}");
             assert!(status.message().starts_with(&msg), "{}", status.message());
+        }
+    }
+
+    /// How many variants [`variant`] names.
+    const VARIANTS: usize = 21;
+
+    /// A process error's variant.
+    fn proc_variant(e: &ProcError) -> &'static str {
+        match e {
+            ProcError::NotFound(_) => "NotFound",
+            ProcError::NameNotFound(_) => "NameNotFound",
+            ProcError::NameTaken(_) => "NameTaken",
+            ProcError::NotRunning { .. } => "NotRunning",
+            ProcError::StillRunning(_) => "StillRunning",
+            ProcError::NotPty(_) => "NotPty",
+            ProcError::StdinClosed(_) => "StdinClosed",
+            ProcError::Spawn { .. } => "Spawn",
+            ProcError::TooMany { .. } => "TooMany",
+            ProcError::InputBacklog { .. } => "InputBacklog",
+            ProcError::UnreadInputTotal { .. } => "UnreadInputTotal",
+            ProcError::BadKey(_) => "BadKey",
+            ProcError::OffsetPastEnd { .. } => "OffsetPastEnd",
+            ProcError::ShuttingDown => "ShuttingDown",
+            ProcError::Gone(_) => "Gone",
+            ProcError::Io { .. } => "Io",
+            ProcError::Store(_) => "Store",
+        }
+    }
+
+    /// A daemon error's variant (hook errors by their own variants).
+    fn variant(e: &DaemonError) -> &'static str {
+        match e {
+            DaemonError::Proc(p) => proc_variant(p),
+            DaemonError::Hooks(HookError::Malformed { .. }) => "Hooks::Malformed",
+            DaemonError::Hooks(HookError::Io { .. }) => "Hooks::Io",
+            DaemonError::BadToken(_) => "BadToken",
+            DaemonError::Task { .. } => "Task",
         }
     }
 

@@ -173,7 +173,9 @@ pub(crate) fn agent_events_after(
     Ok(out)
 }
 
-/// A piece of one stream read back from the log.
+/// A piece of one stream read back from the log. Not a [`Chunk`]: a row read
+/// back carries its insertion order (`seq`, which merges streams in the
+/// order they were produced) and no process (a read is of one process).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Piece {
     /// Row id: insertion order across streams.

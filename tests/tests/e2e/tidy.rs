@@ -76,6 +76,19 @@ fn imported_modules(text: &str) -> std::collections::BTreeSet<String> {
         .collect()
 }
 
+/// The daemon's modules by layer, from the bottom (ARCHITECTURE.md's code
+/// map lists them in this order).
+const DAEMON_LAYERS: &[&[&str]] = &[
+    &["domain", "config", "sys", "ansi", "osc", "profiles"],
+    &["screen", "store"],
+    &["agents", "doctor"],
+    &["proc"],
+    &["error", "reads", "registry", "sends"],
+    &["daemon", "waits"],
+    &["grpc"],
+    &["server"],
+];
+
 #[test]
 fn no_module_of_the_daemon_imports_one_that_imports_it_back() {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().join("portald/src");
@@ -96,6 +109,18 @@ fn no_module_of_the_daemon_imports_one_that_imports_it_back() {
     }
     assert!(uses.contains_key("domain") && uses.contains_key("store"), "{:?}", uses.keys());
     assert!(uses["domain"].is_empty(), "domain must import nothing: {:?}", uses["domain"]);
+    // The layers ARCHITECTURE.md's code map lists, from the bottom: a
+    // module imports only modules of layers below its own.
+    let layer = |m: &str| DAEMON_LAYERS.iter().position(|l| l.contains(&m));
+    for (module, imports) in &uses {
+        let Some(mine) = layer(module) else {
+            panic!("{module} is in no layer of DAEMON_LAYERS (and of ARCHITECTURE.md's code map)")
+        };
+        for m in imports {
+            let theirs = layer(m).unwrap_or(usize::MAX);
+            assert!(theirs < mine, "{module} (layer {mine}) imports {m} (layer {theirs})");
+        }
+    }
     // Every path of imports from a module must never lead back to it.
     for start in uses.keys() {
         let mut stack: Vec<Vec<String>> = vec![vec![start.clone()]];
