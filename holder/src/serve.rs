@@ -1,0 +1,271 @@
+//! The holder's one loop: accept a daemon, answer its requests, watch every
+//! program's pidfd, reap whatever ends (its own programs and the orphans a
+//! child subreaper receives), and tell the daemon. One thread, no runtime,
+//! nothing that can block for long: a daemon that stops reading is dropped
+//! after [`IO_TIMEOUT`] and the next one hears everything.
+
+use std::collections::BTreeMap;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::time::{Duration, Instant};
+
+use rustix::event::{PollFd, PollFlags, Timespec};
+use rustix::process::{Pid, PidfdFlags, WaitOptions};
+
+use crate::spawn;
+use crate::wire::{self, Event, Exit, Held, Request};
+
+/// A daemon that does not take or give a whole message within this long is
+/// dropped (its programs stay held for the next one).
+pub const IO_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// How long a holder nobody has connected to waits for its first daemon.
+const FIRST_CONNECT: Duration = Duration::from_secs(10);
+
+/// How often the loop wakes with nothing to do, to reap orphans (they have
+/// no pidfd of ours) and programs whose pidfd could not be opened.
+const TICK: Duration = Duration::from_millis(250);
+
+/// One program held.
+struct Program {
+    pid: u32,
+    /// Readable once the program ended; `None` on kernels without pidfds
+    /// (then [`TICK`] notices the end).
+    pidfd: Option<OwnedFd>,
+    pty: bool,
+    /// The PTY primary, or input (until closed), output and error.
+    fds: Vec<OwnedFd>,
+    input_open: bool,
+    exit: Option<Exit>,
+    meta: String,
+}
+
+impl Program {
+    fn held(&self, proc_id: u64) -> Held {
+        Held {
+            proc_id,
+            pid: self.pid,
+            pty: self.pty,
+            input_open: self.input_open,
+            exit: self.exit,
+            meta: self.meta.clone(),
+        }
+    }
+}
+
+/// The holder's state.
+pub struct Holder {
+    listener: UnixListener,
+    daemon: Option<UnixStream>,
+    programs: BTreeMap<u64, Program>,
+    ever_connected: bool,
+    born: Instant,
+}
+
+impl Holder {
+    /// A holder serving `listener` (already bound, private to its user).
+    ///
+    /// # Errors
+    /// When the process cannot become a child subreaper.
+    pub fn new(listener: UnixListener) -> std::io::Result<Self> {
+        // Orphans of the programs' descendants come here to be reaped, not
+        // to init, which in containers often reaps nothing.
+        rustix::process::set_child_subreaper(Some(rustix::process::getpid()))?;
+        listener.set_nonblocking(true)?;
+        Ok(Self {
+            listener,
+            daemon: None,
+            programs: BTreeMap::new(),
+            ever_connected: false,
+            born: Instant::now(),
+        })
+    }
+
+    /// Serves until there is nothing left to hold and no daemon to serve.
+    pub fn run(mut self) {
+        loop {
+            self.reap();
+            if self.programs.is_empty()
+                && self.daemon.is_none()
+                && (self.ever_connected || self.born.elapsed() > FIRST_CONNECT)
+            {
+                return;
+            }
+            let (listener_ready, daemon_ready) = self.wait();
+            if daemon_ready {
+                self.serve_one();
+            }
+            if listener_ready {
+                self.accept();
+            }
+        }
+    }
+
+    /// Waits for a connection, a request or a program's end.
+    fn wait(&self) -> (bool, bool) {
+        let mut fds: Vec<PollFd<'_>> = vec![PollFd::new(&self.listener, PollFlags::IN)];
+        if let Some(d) = &self.daemon {
+            fds.push(PollFd::new(d, PollFlags::IN));
+        }
+        fds.extend(
+            self.programs
+                .values()
+                .filter(|p| p.exit.is_none())
+                .filter_map(|p| p.pidfd.as_ref())
+                .map(|fd| PollFd::new(fd, PollFlags::IN)),
+        );
+        let tick = Timespec { tv_sec: 0, tv_nsec: i64::try_from(TICK.as_nanos()).unwrap_or(0) };
+        if rustix::event::poll(&mut fds, Some(&tick)).is_err() {
+            return (false, false);
+        }
+        let ready = |f: &PollFd<'_>| !f.revents().is_empty();
+        let listener = ready(&fds[0]);
+        let daemon = self.daemon.is_some() && ready(&fds[1]);
+        (listener, daemon)
+    }
+
+    /// Takes a new daemon, dropping the last one: only one daemon runs at a
+    /// time (it holds a lock), so a new one means the old one is gone.
+    fn accept(&mut self) {
+        let Ok((stream, _)) = self.listener.accept() else { return };
+        if !same_user(&stream)
+            || stream.set_nonblocking(false).is_err()
+            || stream.set_read_timeout(Some(IO_TIMEOUT)).is_err()
+            || stream.set_write_timeout(Some(IO_TIMEOUT)).is_err()
+        {
+            return;
+        }
+        // What the last daemon sent before it went (its handover: metadata,
+        // releases) is carried out before the new one is heard.
+        if let Some(old) = self.daemon.take()
+            && old.set_nonblocking(true).is_ok()
+        {
+            while let Ok(Some((request, _))) = wire::recv::<Request>(&old) {
+                if self.answer(&old, request).is_err() {
+                    break;
+                }
+            }
+        }
+        self.daemon = Some(stream);
+        self.ever_connected = true;
+    }
+
+    /// Reads and answers one request; drops the daemon on any failure.
+    fn serve_one(&mut self) {
+        let Some(daemon) = self.daemon.take() else { return };
+        let Ok(Some((request, _))) = wire::recv::<Request>(&daemon) else { return };
+        if self.answer(&daemon, request).is_ok() {
+            self.daemon = Some(daemon);
+        }
+    }
+
+    fn answer(&mut self, daemon: &UnixStream, request: Request) -> std::io::Result<()> {
+        match request {
+            Request::Hello { .. } => {
+                // The daemon decides whether it can speak this protocol.
+                let held = self.programs.iter().map(|(id, p)| p.held(*id)).collect();
+                let fds: Vec<BorrowedFd<'_>> =
+                    self.programs.values().flat_map(|p| p.fds.iter().map(AsFd::as_fd)).collect();
+                let welcome =
+                    Event::Welcome { protocol: wire::PROTOCOL, pid: std::process::id(), held };
+                // Descriptors go a few at a time: one message carries at most MAX_FDS.
+                wire::send(daemon, &welcome, &[])?;
+                for chunk in fds.chunks(wire::MAX_FDS) {
+                    wire::send(daemon, &FdBatch, chunk)?;
+                }
+                Ok(())
+            }
+            Request::Spawn(spec) => {
+                let proc_id = spec.proc_id;
+                match spawn::start(&spec) {
+                    Ok(started) => {
+                        let fds: Vec<BorrowedFd<'_>> =
+                            started.fds.iter().map(AsFd::as_fd).collect();
+                        wire::send(daemon, &Event::Spawned { proc_id, pid: started.pid }, &fds)?;
+                        let pidfd = Pid::from_raw(i32::try_from(started.pid).unwrap_or(0))
+                            .and_then(|pid| {
+                                rustix::process::pidfd_open(pid, PidfdFlags::empty()).ok()
+                            });
+                        self.programs.insert(
+                            proc_id,
+                            Program {
+                                pid: started.pid,
+                                pidfd,
+                                pty: spec.pty.is_some(),
+                                fds: started.fds,
+                                input_open: spec.pty.is_none(),
+                                exit: None,
+                                meta: spec.meta,
+                            },
+                        );
+                        Ok(())
+                    }
+                    Err(e) => wire::send(
+                        daemon,
+                        &Event::SpawnFailed { proc_id, error: e.to_string() },
+                        &[],
+                    ),
+                }
+            }
+            Request::SetMeta { proc_id, meta } => {
+                if let Some(p) = self.programs.get_mut(&proc_id) {
+                    p.meta = meta;
+                }
+                Ok(())
+            }
+            Request::CloseInput { proc_id } => {
+                if let Some(p) = self.programs.get_mut(&proc_id)
+                    && !p.pty
+                    && p.input_open
+                {
+                    p.fds.remove(0);
+                    p.input_open = false;
+                }
+                Ok(())
+            }
+            Request::Release { proc_id } => {
+                self.programs.remove(&proc_id);
+                Ok(())
+            }
+        }
+    }
+
+    /// Reaps everything that ended: records the exits of programs and tells
+    /// the daemon; orphans are reaped and forgotten.
+    fn reap(&mut self) {
+        loop {
+            // `wait` is waitpid(-1): any child (waitpid(None) is only our group).
+            match rustix::process::wait(WaitOptions::NOHANG) {
+                Ok(Some((pid, status))) => {
+                    let pid = u32::try_from(pid.as_raw_nonzero().get()).unwrap_or(0);
+                    let exit =
+                        Exit { code: status.exit_status(), signal: status.terminating_signal() };
+                    let Some((proc_id, p)) =
+                        self.programs.iter_mut().find(|(_, p)| p.pid == pid && p.exit.is_none())
+                    else {
+                        continue;
+                    };
+                    p.exit = Some(exit);
+                    p.pidfd = None;
+                    let proc_id = *proc_id;
+                    if let Some(d) = &self.daemon
+                        && wire::send(d, &Event::Exited { proc_id, exit }, &[]).is_err()
+                    {
+                        self.daemon = None;
+                    }
+                }
+                Ok(None) | Err(_) => return,
+            }
+        }
+    }
+}
+
+/// The frame that carries a batch of a [`Event::Welcome`]'s descriptors.
+#[derive(serde::Serialize)]
+struct FdBatch;
+
+/// Whether the peer runs as this user (the socket is private too; this is
+/// the second lock on the door).
+fn same_user(stream: &UnixStream) -> bool {
+    rustix::net::sockopt::socket_peercred(stream).is_ok_and(|c| c.uid == rustix::process::getuid())
+}
