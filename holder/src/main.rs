@@ -67,7 +67,11 @@ fn launch(socket: &std::path::Path) -> std::io::Result<()> {
 
 /// Serves at `socket`, unless another holder already does.
 fn serve_at(socket: &std::path::Path) -> std::io::Result<()> {
-    let lock_path = socket.with_extension("lock");
+    // `<socket>.lock` beside it (appended: the socket's own name may have a
+    // dot that with_extension would replace, giving another file's name).
+    let mut lock_name = socket.as_os_str().to_owned();
+    lock_name.push(".lock");
+    let lock_path = PathBuf::from(lock_name);
     let lock =
         std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(&lock_path)?;
     std::fs::set_permissions(&lock_path, std::fs::Permissions::from_mode(0o600))?;
@@ -88,8 +92,11 @@ fn serve_at(socket: &std::path::Path) -> std::io::Result<()> {
     let holder = portal_holder::serve::Holder::new(listener)?;
     writeln!(out, "{READY}")?;
     out.flush()?;
-    // Nothing more goes to a launcher that has gone: stdout becomes /dev/null.
-    let _ = rustix::stdio::dup2_stdout(std::fs::File::open("/dev/null")?);
+    // Nothing more goes to a launcher that has gone, nor to the terminal or
+    // log of whoever started the daemon: stdout and stderr become /dev/null.
+    let null = std::fs::OpenOptions::new().write(true).open("/dev/null")?;
+    let _ = rustix::stdio::dup2_stdout(&null);
+    let _ = rustix::stdio::dup2_stderr(&null);
     holder.run();
     let _ = std::fs::remove_file(socket);
     drop(lock);

@@ -135,19 +135,23 @@ impl Holder {
         {
             return;
         }
-        // What the last daemon sent before it went (its handover: metadata,
-        // releases) is carried out before the new one is heard.
+        self.drop_daemon();
+        self.daemon = Some(stream);
+        self.ever_connected = true;
+    }
+
+    /// Lets the daemon go, after carrying out what it sent before it went
+    /// (metadata, releases): nothing it asked for is lost.
+    fn drop_daemon(&mut self) {
         if let Some(old) = self.daemon.take()
             && old.set_nonblocking(true).is_ok()
         {
             while let Ok(Some((request, _))) = wire::recv::<Request>(&old) {
-                if self.answer(&old, request).is_err() {
-                    break;
+                if let Err(_gone) = self.answer(&old, request) {
+                    // Answers cannot reach it any more; requests still count.
                 }
             }
         }
-        self.daemon = Some(stream);
-        self.ever_connected = true;
     }
 
     /// Reads and answers one request; drops the daemon on any failure.
@@ -251,7 +255,7 @@ impl Holder {
                     if let Some(d) = &self.daemon
                         && wire::send(d, &Event::Exited { proc_id, exit }, &[]).is_err()
                     {
-                        self.daemon = None;
+                        self.drop_daemon();
                     }
                 }
                 Ok(None) | Err(_) => return,

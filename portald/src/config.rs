@@ -107,8 +107,9 @@ pub struct Config {
     pub max_processes: usize,
     /// How long a process gets between SIGHUP/SIGTERM and SIGKILL at shutdown.
     pub kill_grace: Duration,
-    /// Become a child subreaper and reap orphaned descendants.
-    pub subreaper: bool,
+    /// The `portal-holder` binary to start when none runs (it spawns, holds
+    /// and reaps every program; see `portal_holder`).
+    pub holder: PathBuf,
     /// Longest a single wait may block: below the ~60 s at which some MCP
     /// clients cut calls, so a result is never lost; agents re-issue with the
     /// returned cursor.
@@ -152,7 +153,8 @@ impl Config {
             data_dir,
             max_processes: DEFAULT_MAX_PROCESSES,
             kill_grace: DEFAULT_KILL_GRACE,
-            subreaper: true,
+            holder: portal_proto::paths::holder_binary()
+                .unwrap_or_else(|| PathBuf::from("portal-holder")),
             wait_ceiling: DEFAULT_WAIT_CEILING,
             retention: Retention {
                 per_process: DEFAULT_LOG_PER_PROCESS,

@@ -17,7 +17,8 @@ use crate::config::Config;
 use crate::domain::RowStatus;
 use crate::error::DaemonError;
 use crate::proc::actor::{self, ActorParts};
-use crate::proc::spawn::{self, SpawnedPids};
+use crate::proc::holding::Holding;
+use crate::proc::spawn;
 use crate::proc::{
     EndReason, ProcError, ProcFacts, ProcHandle, ProcId, ProcSpec, ProcStatus, Stdio,
 };
@@ -34,7 +35,7 @@ pub(crate) struct Daemon {
     /// Managed processes.
     pub(crate) registry: Registry,
     /// Pids spawned and not yet reaped.
-    pub(crate) pids: Arc<SpawnedPids>,
+    pub(crate) holding: Arc<Holding>,
     /// Every task the daemon starts.
     pub(crate) tracker: TaskTracker,
     /// Cancelling it shuts the daemon down.
@@ -72,12 +73,37 @@ impl Daemon {
         }
     }
 
-    /// Registers the processes an earlier daemon left in the database: those
-    /// it was running are `lost`; all keep their logs and ids.
-    pub(crate) async fn load_dormant(&self) -> Result<usize, ProcError> {
+    /// Registers the processes an earlier daemon left in the database. Those
+    /// it was running that the holder still holds (`held`) are adopted: an
+    /// actor takes them over where their log ends. The others it was running
+    /// are `lost`; all keep their logs and ids. What the holder holds that
+    /// the database does not know as running is stopped and let go.
+    /// Returns (processes listed, processes adopted).
+    pub(crate) async fn load_dormant(
+        &self,
+        held: Vec<portal_holder::client::Adoptable>,
+    ) -> Result<(usize, usize), ProcError> {
+        let mut held: std::collections::HashMap<u64, _> =
+            held.into_iter().map(|a| (a.held.proc_id, a)).collect();
         let rows = self.store.read(crate::store::load_procs).await?;
         let n = rows.len();
+        let mut adopted = 0;
         for r in rows {
+            // The store marks what was running `lost` when it opens; the
+            // holder still holding it proves otherwise.
+            if matches!(r.status, RowStatus::Running | RowStatus::Lost)
+                && let Some(a) = held.remove(&r.id.0)
+            {
+                match self.adopt(&r, a).await {
+                    Ok(()) => {
+                        adopted += 1;
+                        continue;
+                    }
+                    Err(e) => {
+                        tracing::warn!(proc = %r.id, error = %e, "cannot adopt the process; it is lost")
+                    }
+                }
+            }
             let status = match r.status {
                 RowStatus::Ended(reason) => ProcStatus::Ended {
                     reason,
@@ -118,7 +144,99 @@ impl Daemon {
             self.store.track(handle.id(), handle.history_starts());
             self.registry.insert_dormant(handle);
         }
-        Ok(n)
+        for (id, left) in held {
+            let id = crate::proc::ProcId(id);
+            if left.held.exit.is_none() {
+                let lineage = sys::Lineage::daemon(&self.config.socket, self.holding.holder_pid());
+                let pid = left.held.pid;
+                let _ = tokio::task::spawn_blocking(move || {
+                    sys::kill_tree(pid, Some(&lineage), libc::SIGKILL)
+                })
+                .await;
+            }
+            self.holding.release(id);
+            tracing::info!(proc = %id, "stopped a held program the database does not know as running");
+        }
+        Ok((n, adopted))
+    }
+
+    /// Takes over a program an earlier daemon was running: its row's spec
+    /// and counters, the holder's descriptors, a fresh actor.
+    async fn adopt(
+        &self,
+        r: &crate::store::StoredProc,
+        a: portal_holder::client::Adoptable,
+    ) -> Result<(), ProcError> {
+        let size = r.size.map(|(rows, cols)| crate::proc::TermSize { rows, cols });
+        let spec = ProcSpec {
+            command: r.command.clone(),
+            args: r.args.clone(),
+            cwd: PathBuf::from(&r.cwd),
+            env: r.env.clone(),
+            name: r.name.clone(),
+            idle_timeout: (r.timeout_ms > 0)
+                .then(|| std::time::Duration::from_millis(r.timeout_ms)),
+            stdio: size.map_or(Stdio::Pipes, Stdio::Pty),
+        };
+        let meta: serde_json::Value = serde_json::from_str(&a.held.meta).unwrap_or_default();
+        let token = meta["token"].as_str().unwrap_or_default().to_owned();
+        let pid = a.held.pid;
+        let id = r.id;
+        let (socket, holding) = (self.config.socket.clone(), Arc::clone(&self.holding));
+        let spawned = tokio::task::spawn_blocking(move || spawn::adopt(id, a, &socket, &holding))
+            .await
+            .map_err(|e| ProcError::Io {
+                id,
+                op: "adopt",
+                source: std::io::Error::other(e.to_string()),
+            })??;
+        let shared = crate::proc::Shared::default();
+        for i in 0..3 {
+            shared.end[i].store(r.ends[i], std::sync::atomic::Ordering::Release);
+            shared.start[i].store(r.starts[i], std::sync::atomic::Ordering::Release);
+            shared.chunks[i].store(r.chunks[i], std::sync::atomic::Ordering::Release);
+        }
+        // What the last daemon's readers had consumed is not known: new
+        // output is what comes from here on.
+        *shared.cursors() = r.ends;
+        let is_pty = matches!(spec.stdio, Stdio::Pty(_));
+        let parts = ActorParts {
+            facts: ProcFacts {
+                id,
+                shell_integration: spawn::wants_shell_integration(&spec),
+                token,
+                spec,
+                pid,
+                started_at_ns: r.started_at_ns,
+            },
+            agents: Arc::clone(&self.agents),
+            spawned,
+            store: self.store.clone(),
+            cancel: self.shutdown.child_token(),
+            kill_grace: self.config.kill_grace,
+            fault_injection: self.config.fault_injection,
+            kernel_input_state: self.config.kernel_input_state,
+            shared,
+        };
+        if is_pty {
+            self.agents.register(id);
+        }
+        let handle = actor::start(parts, &self.tracker)?;
+        self.store.track(handle.id(), handle.history_starts());
+        self.registry.insert_dormant(handle);
+        let update = StatusUpdate {
+            id,
+            pid,
+            status: RowStatus::Running,
+            exit_code: None,
+            exit_signal: None,
+            ended_at_ns: None,
+        };
+        if let Err(e) = self.store.update_status(update).await {
+            tracing::warn!(proc = %id, error = %e, "cannot record the adoption");
+        }
+        tracing::info!(proc = %id, pid, "adopted a process an earlier daemon was running");
+        Ok(())
     }
 
     /// Waits until everything recorded so far is committed, so what a
@@ -175,10 +293,10 @@ impl Daemon {
             source,
         })?;
         let env = spawn::child_env(&spec, id, &token, &self.config.socket);
-        let pids = Arc::clone(&self.pids);
+        let holding = Arc::clone(&self.holding);
         let spawn_spec = spec.clone();
         let spawned =
-            tokio::task::spawn_blocking(move || spawn::spawn(id, &spawn_spec, &env, &pids))
+            tokio::task::spawn_blocking(move || spawn::spawn(id, &spawn_spec, &env, &holding))
                 .await
                 .map_err(|e| ProcError::Io {
                     id,
@@ -225,6 +343,7 @@ impl Daemon {
             kill_grace: self.config.kill_grace,
             fault_injection: self.config.fault_injection,
             kernel_input_state: self.config.kernel_input_state,
+            shared: crate::proc::Shared::default(),
         };
         let is_pty = matches!(parts.facts.spec.stdio, Stdio::Pty(_));
         let agent = is_pty

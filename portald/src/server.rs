@@ -32,7 +32,7 @@ use tokio_util::task::TaskTracker;
 use crate::config::Config;
 use crate::daemon::Daemon;
 use crate::grpc::{PortalService, auth};
-use crate::proc::spawn::SpawnedPids;
+use crate::proc::holding::Holding;
 use crate::registry::Registry;
 use crate::store::{Store, StoreThread};
 use crate::sys;
@@ -202,15 +202,16 @@ pub async fn serve(listener: Listener, shutdown: CancellationToken) -> anyhow::R
     let Listener { config, listener, lock, lock_path, store, store_thread } = listener;
     let socket = config.socket.clone();
     let tracker = TaskTracker::new();
-    let pids = Arc::new(SpawnedPids::default());
-    if config.subreaper {
-        match sys::set_child_subreaper() {
-            Ok(()) => start_reaper(&tracker, Arc::clone(&pids), shutdown.clone()),
-            Err(e) => {
-                tracing::warn!(error = %e, "cannot become a child subreaper; orphans go to init")
-            }
-        }
-    }
+    // Every program is spawned, held and reaped by the holder, so that it
+    // outlives this daemon; it is started here when none runs.
+    let holder_socket = portal_holder::client::socket_beside(&socket);
+    let holder_binary = config.holder.clone();
+    let (holding, leftovers) =
+        tokio::task::spawn_blocking(move || Holding::connect(&holder_socket, &holder_binary))
+            .await
+            .context("connecting to portal-holder")?
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+    let holder_pid = holding.holder_pid();
     let last_seq = store.read(crate::store::last_agent_seq).await.unwrap_or(0);
     let daemon = Arc::new(Daemon {
         agents: Arc::new(crate::agents::Agents::new(store.clone(), last_seq)),
@@ -218,18 +219,19 @@ pub async fn serve(listener: Listener, shutdown: CancellationToken) -> anyhow::R
         config,
         store: store.clone(),
         registry: Registry::default(),
-        pids,
+        holding,
         tracker: tracker.clone(),
         shutdown: shutdown.clone(),
         started_at_ns: sys::wall_ns(),
         started: std::time::Instant::now(),
         trim_scheduled: std::sync::atomic::AtomicBool::new(false),
     });
-    match daemon.load_dormant().await {
-        Ok(0) => {}
-        Ok(n) => tracing::info!(
+    match daemon.load_dormant(leftovers).await {
+        Ok((0, _)) => {}
+        Ok((n, adopted)) => tracing::info!(
             processes = n,
-            "processes of an earlier daemon are listed (lost if they were running)"
+            adopted,
+            "processes of an earlier daemon are listed (adopted if the holder still held them, lost if not)"
         ),
         Err(e) => tracing::error!(error = %e, "cannot list the processes of an earlier daemon"),
     }
@@ -264,7 +266,7 @@ pub async fn serve(listener: Listener, shutdown: CancellationToken) -> anyhow::R
     tracker.wait().await;
     // Every managed process has ended; what they left behind (daemons that
     // double forked away, reparented here) goes with them.
-    let lineage = crate::sys::Lineage::daemon(&socket);
+    let lineage = crate::sys::Lineage::daemon(&socket, holder_pid);
     if let Ok(killed) =
         tokio::task::spawn_blocking(move || crate::sys::kill_leftovers(&lineage)).await
         && killed > 0
@@ -284,33 +286,6 @@ pub async fn serve(listener: Listener, shutdown: CancellationToken) -> anyhow::R
     drop(lock);
     tracing::info!("portald stopped");
     served.context("serving gRPC")
-}
-
-/// Reaps orphaned descendants (reparented to the daemon as subreaper) on
-/// every SIGCHLD, leaving managed processes to their waiter threads.
-fn start_reaper(tracker: &TaskTracker, pids: Arc<SpawnedPids>, shutdown: CancellationToken) {
-    use tokio::signal::unix::{SignalKind, signal};
-    let mut sigchld = match signal(SignalKind::child()) {
-        Ok(s) => s,
-        Err(e) => {
-            tracing::warn!(error = %e, "cannot watch SIGCHLD; orphans are not reaped");
-            return;
-        }
-    };
-    tracker.spawn(async move {
-        loop {
-            tokio::select! {
-                got = sigchld.recv() => if got.is_none() { return },
-                () = shutdown.cancelled() => return,
-            }
-            let pids = Arc::clone(&pids);
-            if let Ok(reaped) = tokio::task::spawn_blocking(move || pids.reap_orphans()).await
-                && !reaped.is_empty()
-            {
-                tracing::debug!(?reaped, "reaped orphans");
-            }
-        }
-    });
 }
 
 /// Binds and serves: the daemon's whole life.

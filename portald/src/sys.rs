@@ -76,6 +76,9 @@ pub(crate) struct Lineage {
     /// children too, and never leftovers, so their environment is not read
     /// (with thousands running, that read was most of a kill's cost).
     managed: Option<std::sync::Arc<dyn Fn(u32) -> bool + Send + Sync>>,
+    /// Where orphans of the process's descendants are reparented: the
+    /// holder (their subreaper); this process when `None`.
+    parent: Option<u32>,
 }
 
 impl std::fmt::Debug for Lineage {
@@ -100,6 +103,7 @@ impl Lineage {
             socket: entry("PORTAL_SOCKET").unwrap_or_default(),
             process: entry("PORTAL_SESSION_ID"),
             managed: None,
+            parent: None,
         }
     }
 
@@ -112,13 +116,26 @@ impl Lineage {
         Self { managed: Some(managed), ..self }
     }
 
-    /// Every managed process of the daemon whose socket is `socket`.
-    pub(crate) fn daemon(socket: &std::path::Path) -> Self {
+    /// The same lineage, whose orphans are reparented to `parent` (the
+    /// holder, the subreaper of every program).
+    pub(crate) fn with_parent(self, parent: u32) -> Self {
+        Self { parent: Some(parent), ..self }
+    }
+
+    /// Every managed process of the daemon whose socket is `socket`, whose
+    /// orphans go to `parent`.
+    pub(crate) fn daemon(socket: &std::path::Path, parent: u32) -> Self {
         Self {
             socket: [b"PORTAL_SOCKET=", socket.as_os_str().as_bytes()].concat(),
             process: None,
             managed: None,
+            parent: Some(parent),
         }
+    }
+
+    /// Where orphans are reparented.
+    fn parent(&self) -> u32 {
+        self.parent.unwrap_or_else(std::process::id)
     }
 
     /// Whether `environ` (NUL-separated, as in `/proc/<pid>/environ`)
@@ -155,7 +172,6 @@ fn process_table() -> Vec<(u32, ProcStat)> {
 /// the daemon that carry the process's [`Lineage`] (daemons that double
 /// forked away from it), with their descendants. The leader is included.
 fn tree_members(leader: u32, lineage: Option<&Lineage>, table: &[(u32, ProcStat)]) -> Vec<u32> {
-    let me = std::process::id();
     let mut roots: Vec<u32> = vec![leader];
     roots.extend(
         table.iter().filter(|(_, s)| s.session == leader || s.pgrp == leader).map(|(p, _)| *p),
@@ -164,7 +180,9 @@ fn tree_members(leader: u32, lineage: Option<&Lineage>, table: &[(u32, ProcStat)
         roots.extend(
             table
                 .iter()
-                .filter(|(p, s)| s.ppid == me && *p != leader && lineage.carried_by(*p))
+                .filter(|(p, s)| {
+                    s.ppid == lineage.parent() && *p != leader && lineage.carried_by(*p)
+                })
                 .map(|(p, _)| *p),
         );
     }
@@ -231,13 +249,13 @@ pub(crate) fn kill_tree(leader: u32, lineage: Option<&Lineage>, sig: i32) -> io:
 /// Run at shutdown, after every managed process ended. Returns how many
 /// processes were killed.
 pub(crate) fn kill_leftovers(lineage: &Lineage) -> usize {
-    let me = std::process::id();
+    let parent = lineage.parent();
     let mut killed = 0;
     for _ in 0..KILL_ROUNDS {
         let table = process_table();
         let roots: Vec<u32> = table
             .iter()
-            .filter(|(p, s)| s.ppid == me && s.state != 'Z' && lineage.carried_by(*p))
+            .filter(|(p, s)| s.ppid == parent && s.state != 'Z' && lineage.carried_by(*p))
             .map(|(p, _)| *p)
             .collect();
         let alive: Vec<u32> = descendants_of(roots, &table)
@@ -291,60 +309,6 @@ pub(crate) fn all_pids() -> Vec<u32> {
     dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok()).collect()
 }
 
-fn rustix_pid(pid: u32) -> io::Result<rustix::process::Pid> {
-    rustix::process::Pid::from_raw(pid_t(pid)?)
-        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, format!("invalid pid {pid}")))
-}
-
-/// Blocks until `pid` (a child of this process) ends and reaps it.
-pub(crate) fn wait_pid(pid: u32) -> io::Result<ExitInfo> {
-    let pid = rustix_pid(pid)?;
-    loop {
-        match rustix::process::waitpid(Some(pid), rustix::process::WaitOptions::empty()) {
-            Ok(Some((_, status))) => return Ok(decode_status(status)),
-            Ok(None) => {}
-            Err(rustix::io::Errno::INTR) => {}
-            Err(e) => return Err(e.into()),
-        }
-    }
-}
-
-fn decode_status(status: rustix::process::WaitStatus) -> ExitInfo {
-    ExitInfo { code: status.exit_status(), signal: status.terminating_signal() }
-}
-
-/// Reaps zombie children of this process that are not in `ours` (orphans
-/// reparented to the daemon because it is a child subreaper). Never calls
-/// `waitpid(-1)`, which would steal the exit status of a managed process from
-/// its waiter thread. Returns the pids reaped.
-pub(crate) fn reap_orphans(ours: &HashSet<u32>) -> Vec<u32> {
-    let me = std::process::id();
-    let mut reaped = Vec::new();
-    for pid in all_pids() {
-        if ours.contains(&pid) {
-            continue;
-        }
-        let Some(stat) = proc_stat(pid) else { continue };
-        if stat.ppid != me || stat.state != 'Z' {
-            continue;
-        }
-        let Ok(raw) = rustix_pid(pid) else { continue };
-        if let Ok(Some(_)) =
-            rustix::process::waitpid(Some(raw), rustix::process::WaitOptions::NOHANG)
-        {
-            reaped.push(pid);
-        }
-    }
-    reaped
-}
-
-/// Marks this process as a child subreaper: orphaned descendants of managed
-/// processes are reparented here (and reaped) instead of to PID 1, which in
-/// containers often never reaps.
-pub(crate) fn set_child_subreaper() -> io::Result<()> {
-    Ok(rustix::process::set_child_subreaper(Some(rustix::process::getpid()))?)
-}
-
 /// Whether `fd` has input ready right now (a zero-timeout poll).
 pub(crate) fn readable_now(fd: std::os::fd::RawFd) -> bool {
     use rustix::event::{PollFd, PollFlags, Timespec};
@@ -373,21 +337,6 @@ pub(crate) fn lower_thread_priority(nice: i32) -> io::Result<()> {
 pub(crate) fn setsid() -> io::Result<()> {
     rustix::process::setsid()?;
     Ok(())
-}
-
-/// Makes a `Command` start its child in a new session (so it leads its own
-/// session and process group, and `kill_tree` reaches all of it).
-pub(crate) fn new_session_on_spawn(cmd: &mut std::process::Command) {
-    use std::os::unix::process::CommandExt;
-    // SAFETY: the hook runs in the forked child before exec and only makes
-    // the setsid system call, which is async-signal-safe and allocates
-    // nothing.
-    unsafe {
-        cmd.pre_exec(|| {
-            rustix::process::setsid()?;
-            Ok(())
-        });
-    }
 }
 
 /// Takes an exclusive, non-blocking `flock` on `file`. `Ok(false)` when another
@@ -464,15 +413,6 @@ pub(crate) fn command_line(pid: u32) -> Option<(Vec<String>, Option<String>)> {
         .ok()
         .map(|p| p.to_string_lossy().into_owned());
     Some((argv, exe))
-}
-
-/// A new file descriptor for the same open file as `fd` (close-on-exec).
-///
-/// Used for the PTY's primary side: portable-pty's own writer sends a newline
-/// and EOF when dropped, which a program still attached to the terminal would
-/// read (and echo) as input Portal never sent.
-pub(crate) fn dup_fd(fd: std::os::fd::RawFd) -> io::Result<std::fs::File> {
-    Ok(std::fs::File::from(with_fd(fd, |b| b.try_clone_to_owned())?))
 }
 
 /// `CLOCK_MONOTONIC` in nanoseconds: system-wide (comparable across daemon

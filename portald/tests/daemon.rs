@@ -152,7 +152,7 @@ async fn orphans_of_managed_processes_are_reaped() {
     let client = daemon.connect().await;
     let mut rpc = client.rpc();
     // The middle shell exits at once; its child is orphaned, reparented to
-    // portald (a subreaper) and must not stay a zombie when it exits.
+    // portal-holder (a subreaper) and must not stay a zombie when it exits.
     let req = pb::StartRequest {
         command: "sh".into(),
         args: vec!["-c".into(), "sh -c 'sleep 0.2; echo orphan-done' & echo $!".into()],
@@ -181,15 +181,14 @@ async fn orphans_of_managed_processes_are_reaped() {
     assert_eq!(exited.exit_code, Some(0));
     let text = String::from_utf8_lossy(&out);
     let orphan: u32 = text.lines().next().unwrap().trim().parse().unwrap();
-    // The orphan held stdout, so EOF (and the exit event) came after it ended;
-    // portald reaps it on its SIGCHLD and says so in its log.
-    let pid = orphan.to_string();
-    daemon
-        .wait_log(&format!("reaping orphan {orphan}"), |l| {
-            l.contains("reaped orphans") && l.contains(&pid)
-        })
-        .await;
-    assert!(std::fs::metadata(format!("/proc/{orphan}")).is_err(), "orphan {orphan} is a zombie");
+    // The orphan held stdout, so EOF (and the exit event) came after it ended.
+    // It was reparented to portal-holder (the programs' subreaper), which
+    // reaps it within its tick: it must not stay a zombie.
+    let deadline = std::time::Instant::now() + BOUND;
+    while std::fs::metadata(format!("/proc/{orphan}")).is_ok() {
+        assert!(std::time::Instant::now() < deadline, "orphan {orphan} is still a zombie");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
     assert!(text.contains("orphan-done"));
     assert!(unsafe_free_kill(daemon.child.id(), "TERM"));
     assert!(wait_child(daemon.child).await.success());
@@ -222,7 +221,7 @@ async fn follow_bytes(
 }
 
 #[tokio::test]
-async fn kill_9_mid_stream_leaves_a_consistent_prefix_and_lost_processes() {
+async fn kill_9_mid_stream_leaves_a_consistent_prefix_and_every_program_adopted() {
     let d = dir();
     let mut daemon = spawn_daemon(d.path());
     let client = daemon.connect().await;
@@ -235,16 +234,20 @@ async fn kill_9_mid_stream_leaves_a_consistent_prefix_and_lost_processes() {
         ..Default::default()
     };
     let flood = rpc.start(start("seq", &["1", "50000000"], false)).await.unwrap().into_inner();
-    let screen = rpc
-        .start(start("sh", &["-c", "printf 'screen survives\\n'; exec sleep 300"], true))
-        .await
-        .unwrap()
-        .into_inner();
+    let ticking =
+        "trap 'echo during-gap' USR1; printf 'screen survives\\n'; while :; do sleep 0.05; done";
+    let screen = rpc.start(start("sh", &["-c", ticking], true)).await.unwrap().into_inner();
+    let ending = "trap 'exit 7' USR2; echo ready; while :; do sleep 0.05; done";
+    let ends = rpc.start(start("sh", &["-c", ending], false)).await.unwrap().into_inner();
     follow_bytes(&mut rpc, screen.id, 16).await;
+    follow_bytes(&mut rpc, ends.id, 6).await;
     follow_bytes(&mut rpc, flood.id, 2 << 20).await;
     assert!(unsafe_free_kill(child.id(), "KILL"));
     let status = wait_child(child).await;
     assert_eq!(status.code(), None, "killed by a signal");
+    // While no daemon runs: one program prints, another ends.
+    assert!(unsafe_free_kill(screen.pid, "USR1"));
+    assert!(unsafe_free_kill(ends.pid, "USR2"));
     // The database is consistent and every stream is a gap-free prefix.
     let db = rusqlite::Connection::open(d.path().join("data").join("portal.db")).unwrap();
     let check: String = db.query_row("PRAGMA integrity_check", [], |r| r.get(0)).unwrap();
@@ -267,14 +270,22 @@ async fn kill_9_mid_stream_leaves_a_consistent_prefix_and_lost_processes() {
     }
     drop(stmt);
     drop(db);
-    // A new daemon lists both as lost, with logs and the final screen.
+    // A new daemon adopts every program the holder kept: still running,
+    // same pids, output printed meanwhile in the log, an exit that came
+    // meanwhile recorded with its code.
     let mut daemon = spawn_daemon(d.path());
     let client = daemon.connect().await;
     let child = daemon.child;
     let mut rpc = client.rpc();
     let list = rpc.list(pb::ListRequest {}).await.unwrap().into_inner();
-    let statuses: Vec<_> = list.processes.iter().map(|p| (p.id, p.status())).collect();
-    assert_eq!(statuses, vec![(flood.id, pb::Status::Lost), (screen.id, pb::Status::Lost)]);
+    let statuses: Vec<_> = list.processes.iter().map(|p| (p.id, p.pid, p.status())).collect();
+    assert_eq!(
+        &statuses[..2],
+        &[(flood.id, flood.pid, pb::Status::Running), (screen.id, screen.pid, pb::Status::Running)]
+    );
+    let ended = wait_end(&mut rpc, ends.id).await;
+    assert_eq!((ended.status(), ended.exit_code), (pb::Status::Exited, Some(7)));
+    follow_bytes_text(&mut rpc, screen.id, "during-gap").await;
     let by_id = |id: u64| Some(pb::ProcRef { target: Some(pb::proc_ref::Target::Id(id)) });
     let read = rpc
         .read(pb::ReadRequest { proc: by_id(flood.id), max_bytes: 1 << 20, ..Default::default() })
@@ -285,17 +296,13 @@ async fn kill_9_mid_stream_leaves_a_consistent_prefix_and_lost_processes() {
         read.records.iter().map(|r| String::from_utf8_lossy(&r.data).into_owned()).collect();
     let want: String = (1..=1000).map(|i| format!("{i}\n")).collect();
     assert!(text.starts_with(&want));
-    let snap = rpc
-        .screen(pb::ScreenRequest { proc: by_id(screen.id), resize: None })
+    // The adopted terminal takes input again.
+    rpc.write(pb::WriteRequest { proc: by_id(screen.id), data: "x".into(), secret: false })
         .await
-        .unwrap()
-        .into_inner();
-    assert_eq!(snap.lines[0], "screen survives");
-    let err = rpc
-        .write(pb::WriteRequest { proc: by_id(screen.id), data: "x".into(), secret: false })
-        .await
-        .unwrap_err();
-    assert!(err.message().contains("status=lost"), "{}", err.message());
+        .unwrap();
+    for id in [flood.id, screen.id] {
+        rpc.kill(pb::KillRequest { proc: by_id(id) }).await.unwrap();
+    }
     // Ids are never reused.
     let next = rpc.start(start("true", &[], false)).await.unwrap().into_inner();
     assert!(next.id > screen.id);
@@ -426,6 +433,50 @@ async fn plain_client_as_another_user() {
         Ok(r) => println!("answered: {:?}", r.into_inner()),
         Err(s) => println!("{:?}: {}", s.code(), s.message()),
     }
+}
+
+/// Follows a process's output from its start until `needle` appeared.
+async fn follow_bytes_text(rpc: &mut Rpc, id: u64, needle: &str) {
+    let req = pb::FollowRequest {
+        proc: Some(pb::ProcRef { target: Some(pb::proc_ref::Target::Id(id)) }),
+        from_start: true,
+        ..Default::default()
+    };
+    let mut events = rpc.follow(req).await.unwrap().into_inner();
+    let mut seen = Vec::new();
+    tokio::time::timeout(BOUND, async {
+        while !String::from_utf8_lossy(&seen).contains(needle) {
+            match events.message().await.unwrap().and_then(|e| e.event) {
+                Some(pb::follow_event::Event::Output(r)) => seen.extend_from_slice(&r.data),
+                Some(_) => {}
+                None => panic!("the stream ended before {needle:?}"),
+            }
+        }
+    })
+    .await
+    .unwrap_or_else(|_| panic!("{needle:?} not printed within {BOUND:?}"));
+}
+
+/// Waits, bounded, until a process has ended; returns it.
+async fn wait_end(rpc: &mut Rpc, id: u64) -> pb::Process {
+    let by_id = Some(pb::ProcRef { target: Some(pb::proc_ref::Target::Id(id)) });
+    let req = pb::FollowRequest { proc: by_id.clone(), from_start: true, ..Default::default() };
+    let mut events = rpc.follow(req).await.unwrap().into_inner();
+    tokio::time::timeout(BOUND, async {
+        loop {
+            let p =
+                rpc.inspect(pb::InspectRequest { proc: by_id.clone() }).await.unwrap().into_inner();
+            if p.status() != pb::Status::Running {
+                return p;
+            }
+            if events.message().await.unwrap().is_none() {
+                let p = rpc.inspect(pb::InspectRequest { proc: by_id.clone() }).await.unwrap();
+                return p.into_inner();
+            }
+        }
+    })
+    .await
+    .unwrap_or_else(|_| panic!("process {id} did not end within {BOUND:?}"))
 }
 
 /// Follows a process's output until it printed `name=<pid>` for every name.

@@ -91,6 +91,22 @@ pub fn daemon_binary() -> Option<PathBuf> {
     beside.or_else(|| find_on_path("portald"))
 }
 
+/// The holder binary the daemon starts (`portal-holder`): `PORTAL_HOLDER`,
+/// else beside the current executable (or one level up, from a test
+/// binary), else on `PATH`. `None` when none exists.
+#[must_use]
+pub fn holder_binary() -> Option<PathBuf> {
+    if let Some(p) = env_path("PORTAL_HOLDER") {
+        return Some(p);
+    }
+    let beside = std::env::current_exe().ok().and_then(|exe| {
+        let dir = exe.parent()?;
+        let name = "portal-holder";
+        [dir.join(name), dir.parent()?.join(name)].into_iter().find(|p| p.is_file())
+    });
+    beside.or_else(|| find_on_path("portal-holder"))
+}
+
 /// Looks `name` up on `PATH` like `execvp` would (executable regular files only).
 #[must_use]
 pub fn find_on_path(name: &str) -> Option<PathBuf> {

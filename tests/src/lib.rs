@@ -126,12 +126,11 @@ pub fn serve_in(config: &portald::Config) -> (JoinHandle<anyhow::Result<()>>, Ca
 }
 
 /// A test configuration in `dir`: socket `dir/s/portald.sock`, data in
-/// `dir/data`, no subreaper (several test daemons may share one process),
+/// `dir/data` (each test daemon starts its own holder beside its socket),
 /// short kill grace.
 #[must_use]
 pub fn config_in(dir: &Path) -> portald::Config {
     let mut config = portald::Config::new(dir.join("s").join("portald.sock"), dir.join("data"));
-    config.subreaper = false;
     config.kill_grace = Duration::from_millis(500);
     config
 }

@@ -31,15 +31,15 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use bytes::Bytes;
-use portable_pty::MasterPty;
 use tokio::sync::{broadcast, mpsc, oneshot, watch};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use super::holding::Holding;
 use super::input::{self, Facts, InputReport, InputSource, InputState};
 use super::probe::{self, InputTarget, Scope};
-use super::spawn::{InputWriter, OutputEvent, Spawned, pty_size};
+use super::spawn::{InputWriter, OutputEvent, Primary, Spawned};
 use super::{
     Attachment, Chunk, EndReason, LiveEvent, ProcError, ProcFacts, ProcHandle, ProcRequest,
     ProcStatus, Published, RowStatus, Shared, Stdio, StreamId, TermSize,
@@ -87,6 +87,9 @@ pub(crate) struct ActorParts {
     pub(crate) agents: Arc<Agents>,
     /// Ask the kernel whether the program waits for input.
     pub(crate) kernel_input_state: bool,
+    /// Counters and offsets: fresh for a new program, the log's for one
+    /// adopted from an earlier daemon (its output continues where it was).
+    pub(crate) shared: Shared,
 }
 
 /// Starts the actor on `tracker` and returns the handle.
@@ -100,6 +103,7 @@ pub(crate) fn start(parts: ActorParts, tracker: &TaskTracker) -> Result<ProcHand
         fault_injection,
         agents,
         kernel_input_state,
+        shared,
     } = parts;
     let id = facts.id;
     let size = match facts.spec.stdio {
@@ -114,7 +118,7 @@ pub(crate) fn start(parts: ActorParts, tracker: &TaskTracker) -> Result<ProcHand
             )),
             None => None,
         };
-    let shared = Arc::new(Shared::default());
+    let shared = Arc::new(shared);
     shared.touch();
     let (state_tx, state_rx) = watch::channel(Published { status: ProcStatus::Running, size });
     let state_tx = Arc::new(state_tx);
@@ -122,7 +126,8 @@ pub(crate) fn start(parts: ActorParts, tracker: &TaskTracker) -> Result<ProcHand
     let (events, _) = broadcast::channel(BROADCAST_CHUNKS);
     let facts = Arc::new(facts);
     let idle_timeout = facts.spec.idle_timeout;
-    let Spawned { output, streams, input, exit, primary, input_target, lineage, .. } = spawned;
+    let Spawned { output, streams, input, exit, primary, input_target, lineage, holding, .. } =
+        spawned;
     let handle = ProcHandle {
         facts: Arc::clone(&facts),
         shared: Arc::clone(&shared),
@@ -137,6 +142,7 @@ pub(crate) fn start(parts: ActorParts, tracker: &TaskTracker) -> Result<ProcHand
         lineage: lineage.clone(),
         state: Arc::clone(&state_tx),
         store: store.clone(),
+        holding: Arc::clone(&holding),
     };
     let actor = ProcActor {
         facts,
@@ -146,6 +152,7 @@ pub(crate) fn start(parts: ActorParts, tracker: &TaskTracker) -> Result<ProcHand
         primary,
         screen,
         store,
+        holding,
         events,
         cancel,
         kill_grace,
@@ -196,6 +203,7 @@ struct Supervision {
     lineage: sys::Lineage,
     state: Arc<watch::Sender<Published>>,
     store: Store,
+    holding: Arc<Holding>,
 }
 
 impl Supervision {
@@ -224,6 +232,7 @@ impl Supervision {
         if let Err(e) = self.store.update_status(update).await {
             tracing::warn!(proc = %self.id, error = %e, "cannot record the loss in the store");
         }
+        self.holding.release(self.id);
         self.state.send_modify(|p| p.status = ProcStatus::Lost);
     }
 }
@@ -234,7 +243,9 @@ pub(crate) struct ProcActor {
     shared: Arc<Shared>,
     state: Arc<watch::Sender<Published>>,
     input: InputWriter,
-    primary: Option<Box<dyn MasterPty + Send>>,
+    primary: Option<Primary>,
+    /// The holder of the program, told once its end is recorded.
+    holding: Arc<Holding>,
     screen: Option<Arc<Screen>>,
     store: Store,
     events: broadcast::Sender<LiveEvent>,
@@ -719,6 +730,8 @@ impl ProcActor {
         if let Err(e) = self.store.flush().await {
             tracing::warn!(proc = %self.id(), error = %e, "cannot commit the end");
         }
+        // Recorded: the holder can let it go (its descriptors close).
+        self.holding.release(self.id());
         self.shared
             .set_input(InputReport { state: InputState::Exited, source: InputSource::Kernel });
         self.state.send_modify(|p| p.status = status);
@@ -906,10 +919,10 @@ impl ProcActor {
             return Err(ProcError::NotPty(id));
         };
         if self.exit.is_none() {
-            primary.resize(pty_size(size)).map_err(|e| ProcError::Io {
+            primary.resize(size).map_err(|source| ProcError::Io {
                 id,
                 op: "resize PTY",
-                source: std::io::Error::other(format!("{e:#}")),
+                source,
             })?;
         }
         let screen = Arc::clone(screen);

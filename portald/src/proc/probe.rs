@@ -457,10 +457,11 @@ mod tests {
     #[test]
     fn a_child_reading_its_stdin_pipe_waits_for_input() {
         use std::os::fd::AsFd as _;
-        let mut cmd = std::process::Command::new("sh");
-        cmd.args(["-c", "read x; sleep 30"]).stdin(std::process::Stdio::piped());
-        // Its own session, so the probe sees it and not this test process.
-        sys::new_session_on_spawn(&mut cmd);
+        // Its own session (setsid(1) execs it as the session's leader, not
+        // being a group leader itself), so the probe sees it and not this
+        // test process.
+        let mut cmd = std::process::Command::new("setsid");
+        cmd.args(["sh", "-c", "read x; sleep 30"]).stdin(std::process::Stdio::piped());
         let mut child = cmd.spawn().expect("sh runs");
         let stdin = child.stdin.take().expect("piped");
         let ino = std::fs::File::from(stdin.as_fd().try_clone_to_owned().expect("dup"))

@@ -1,31 +1,34 @@
-//! Starting a program on a PTY or on pipes, and the threads that bridge its
-//! blocking I/O to its actor.
+//! Starting a program on a PTY or on pipes (through `portal-holder`, which
+//! forks it and keeps a copy of its descriptors), and the threads that
+//! bridge its blocking I/O to its actor.
 //!
 //! Threads per process (all named after the process id):
 //! - `out-<id>` / `err-<id>`: one reader per output stream. Reads up to
 //!   [`READ_CHUNK_BYTES`] and hands each chunk to the actor over a bounded
 //!   channel (a slow actor stops the reader, the kernel buffer fills, the
 //!   program blocks: backpressure, never loss). Ends on EOF (a PTY reports
-//!   EIO once every secondary fd is closed; portable-pty maps it to EOF), on a
-//!   read error, or when the actor is gone.
+//!   EIO once every secondary fd is closed), on a read error, or when the
+//!   actor is gone.
 //! - `in-<id>`: the input writer. Blocking writes never run on a runtime
 //!   worker (a program that does not read blocks them). Ends when the actor
 //!   drops its sender or input is closed.
-//! - `wait-<id>`: blocks in `waitpid` for the program and sends its exit to
-//!   the actor once. Ends when the program is reaped.
+//!
+//! The exit comes from the holder, the program's parent ([`Holding`]).
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::BTreeMap;
 use std::io::{Read, Write};
-use std::os::fd::AsFd as _;
+use std::os::fd::{AsRawFd as _, OwnedFd};
+use std::os::unix::ffi::OsStrExt as _;
 use std::os::unix::fs::MetadataExt as _;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
-use portable_pty::{CommandBuilder, MasterPty, PtySize, native_pty_system};
+use portal_holder::wire;
 use tokio::sync::{mpsc, oneshot};
 
+use super::holding::Holding;
 use super::probe::InputTarget;
 use super::{ProcError, ProcId, ProcSpec, Stdio, StreamId, TermSize};
 use crate::config::{OUTPUT_QUEUE_CHUNKS, READ_CHUNK_BYTES};
@@ -48,33 +51,6 @@ pub(crate) enum OutputEvent {
     Eof,
 }
 
-/// Pids Portal spawned and has not reaped yet, so the orphan reaper leaves
-/// them to their waiter threads. Spawning holds the lock from fork until the
-/// pid is recorded, so a just-forked child is never mistaken for an orphan.
-#[derive(Debug, Default)]
-pub(crate) struct SpawnedPids(Mutex<HashSet<u32>>);
-
-impl SpawnedPids {
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashSet<u32>> {
-        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
-
-    /// Whether `pid` is a managed process's own pid.
-    pub(crate) fn contains(&self, pid: u32) -> bool {
-        self.lock().contains(&pid)
-    }
-
-    /// Reaps orphans that are not ours, holding the spawn lock.
-    pub(crate) fn reap_orphans(&self) -> Vec<u32> {
-        let ours = self.lock();
-        sys::reap_orphans(&ours)
-    }
-
-    fn forget(&self, pid: u32) {
-        self.lock().remove(&pid);
-    }
-}
-
 /// A program that was started, with the ends of its I/O threads.
 pub(crate) struct Spawned {
     /// OS pid (a session and process group leader).
@@ -88,13 +64,45 @@ pub(crate) struct Spawned {
     /// The program's exit, once.
     pub(crate) exit: oneshot::Receiver<std::io::Result<ExitInfo>>,
     /// The PTY's primary side (PTY mode), for resizing and terminal queries.
-    pub(crate) primary: Option<Box<dyn MasterPty + Send>>,
+    pub(crate) primary: Option<Primary>,
     /// What the program reads its input from, for the kernel's input state
     /// (`None` when it could not be identified).
     pub(crate) input_target: Option<InputTarget>,
     /// What its descendants carry in their environment, to find them all at
     /// kill time.
     pub(crate) lineage: sys::Lineage,
+    /// The holder, told when the program's end is recorded.
+    pub(crate) holding: Arc<Holding>,
+}
+
+/// The primary side of a program's PTY (the holder keeps another copy).
+#[derive(Debug)]
+pub(crate) struct Primary(OwnedFd);
+
+impl Primary {
+    /// Its descriptor, for terminal queries.
+    #[allow(clippy::unnecessary_wraps, reason = "callers treat a PTY without a descriptor as none")]
+    pub(crate) fn as_raw_fd(&self) -> Option<std::os::fd::RawFd> {
+        Some(self.0.as_raw_fd())
+    }
+
+    /// Sets the terminal's size (the kernel sends SIGWINCH to its foreground).
+    pub(crate) fn resize(&self, size: TermSize) -> std::io::Result<()> {
+        let ws = rustix::termios::Winsize {
+            ws_row: size.rows,
+            ws_col: size.cols,
+            ws_xpixel: 0,
+            ws_ypixel: 0,
+        };
+        Ok(rustix::termios::tcsetwinsize(&self.0, ws)?)
+    }
+
+    /// The secondary side's device number: what the program reads from.
+    fn tty_rdev(&self) -> Option<u64> {
+        let name = rustix::pty::ptsname(&self.0, Vec::new()).ok()?;
+        let path = std::ffi::OsStr::from_bytes(name.as_bytes());
+        std::fs::metadata(path).ok().map(|m| m.rdev())
+    }
 }
 
 impl std::fmt::Debug for Spawned {
@@ -165,7 +173,8 @@ impl InputWriter {
         }
     }
 
-    /// Closes input after everything queued is written.
+    /// Closes input after everything queued is written (the writer thread
+    /// then tells the holder to close its copy too).
     pub(crate) fn close(&mut self) {
         if let Some(tx) = self.tx.take() {
             // The thread may already be gone (program exited); nothing to close then.
@@ -252,18 +261,47 @@ pub(crate) fn child_env(
     env
 }
 
-/// Starts the program described by `spec`.
+/// Starts the program described by `spec` through the holder.
 pub(crate) fn spawn(
     id: ProcId,
     spec: &ProcSpec,
     env: &BTreeMap<std::ffi::OsString, std::ffi::OsString>,
-    pids: &Arc<SpawnedPids>,
+    holding: &Arc<Holding>,
 ) -> Result<Spawned, ProcError> {
     let path_var = env.get(std::ffi::OsStr::new("PATH")).and_then(|v| v.to_str());
     let program = resolve_program(&spec.command, &spec.cwd, path_var)?;
-    match spec.stdio {
-        Stdio::Pty(size) => spawn_pty(id, spec, env, size, pids),
-        Stdio::Pipes => spawn_pipes(id, spec, &program, env, pids),
+    let lossy = |v: &std::ffi::OsStr| v.to_string_lossy().into_owned();
+    let token = env.get(std::ffi::OsStr::new("PORTAL_SESSION_TOKEN")).map(|t| lossy(t));
+    let request = wire::Spawn {
+        proc_id: id.0,
+        program: lossy(program.as_os_str()),
+        arg0: spec.command.clone(),
+        args: spec.args.clone(),
+        env: env.iter().map(|(k, v)| (lossy(k), lossy(v))).collect(),
+        cwd: lossy(spec.cwd.as_os_str()),
+        pty: match spec.stdio {
+            Stdio::Pty(size) => Some((size.rows, size.cols)),
+            Stdio::Pipes => None,
+        },
+        meta: serde_json::json!({ "token": token }).to_string(),
+    };
+    let (pid, fds) = holding
+        .spawn(request)
+        .map_err(|reason| ProcError::Spawn { program: spec.command.clone(), reason })?;
+    let lineage = lineage_of(env, holding);
+    let started = match spec.stdio {
+        Stdio::Pty(_) => bridge_pty(id, fds, holding),
+        Stdio::Pipes => bridge_pipes(id, fds, holding),
+    };
+    match started {
+        Ok(bridged) => Ok(bridged.into_spawned(pid, lineage, holding)),
+        Err(e) => {
+            // Nothing was reparented yet: the tree alone finds everything;
+            // the holder reaps it and lets it go.
+            let _ = sys::kill_tree(pid, None, libc::SIGKILL);
+            holding.release(id);
+            Err(e)
+        }
     }
 }
 
@@ -271,198 +309,138 @@ fn io_err(id: ProcId, op: &'static str) -> impl FnOnce(std::io::Error) -> ProcEr
     move |source| ProcError::Io { id, op, source }
 }
 
-fn anyhow_io(e: &anyhow::Error) -> std::io::Error {
-    std::io::Error::other(format!("{e:#}"))
+/// The threads of a started program, before its exit is wired.
+struct Bridged {
+    output: mpsc::Receiver<OutputEvent>,
+    streams: usize,
+    input: InputWriter,
+    primary: Option<Primary>,
+    input_target: Option<InputTarget>,
+    id: ProcId,
 }
 
-fn spawn_pty(
-    id: ProcId,
-    spec: &ProcSpec,
-    env: &BTreeMap<std::ffi::OsString, std::ffi::OsString>,
-    size: TermSize,
-    pids: &Arc<SpawnedPids>,
-) -> Result<Spawned, ProcError> {
-    let pair = native_pty_system().openpty(pty_size(size)).map_err(|e| ProcError::Io {
-        id,
-        op: "openpty",
-        source: anyhow_io(&e),
-    })?;
-    let mut cmd = CommandBuilder::new(&spec.command);
-    cmd.args(&spec.args);
-    cmd.cwd(&spec.cwd);
-    cmd.env_clear();
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    let portable_pty::PtyPair { slave: secondary, master: primary } = pair;
-    let pid = {
-        let mut ours = pids.lock();
-        let child = secondary.spawn_command(cmd).map_err(|e| ProcError::Spawn {
-            program: spec.command.clone(),
-            reason: format!("{e:#}"),
-        })?;
-        let pid = child.process_id().ok_or_else(|| ProcError::Io {
-            id,
-            op: "spawn",
-            source: std::io::Error::other("the child has no pid"),
-        })?;
-        ours.insert(pid);
-        // The std Child is never waited on: the waiter thread reaps the pid.
-        drop(child);
-        pid
-    };
-    // Without this the reader never sees EOF: the parent would keep the
-    // secondary side open after the program exits.
-    drop(secondary);
-    let reader = match primary.as_raw_fd().map(sys::dup_fd) {
-        Some(Ok(r)) => r,
-        Some(Err(e)) => {
-            abort_spawned(pid, pids);
-            return Err(ProcError::Io { id, op: "dup PTY primary for reading", source: e });
-        }
-        None => {
-            abort_spawned(pid, pids);
-            return Err(ProcError::Io {
-                id,
-                op: "dup PTY primary for reading",
-                source: std::io::Error::other("the PTY has no file descriptor"),
-            });
-        }
-    };
-    let writer = match primary.as_raw_fd().map(sys::dup_fd) {
-        Some(Ok(w)) => w,
-        Some(Err(e)) => {
-            abort_spawned(pid, pids);
-            return Err(ProcError::Io { id, op: "dup PTY primary", source: e });
-        }
-        None => {
-            abort_spawned(pid, pids);
-            return Err(ProcError::Io {
-                id,
-                op: "dup PTY primary",
-                source: std::io::Error::other("the PTY has no file descriptor"),
-            });
-        }
-    };
-    let (out_tx, output) = mpsc::channel(OUTPUT_QUEUE_CHUNKS);
-    let started = start_reader(id, "out", StreamId::Stdout, reader, out_tx)
-        .and_then(|()| start_writer(id, writer))
-        .and_then(|input| Ok((input, start_waiter(id, pid, pids)?)));
-    match started {
-        Ok((input, exit)) => {
-            let input_target = primary
-                .tty_name()
-                .and_then(|path| std::fs::metadata(path).ok())
-                .map(|m| InputTarget::Tty { rdev: m.rdev() });
-            Ok(Spawned {
-                lineage: lineage_of(env, pids),
-                pid,
-                output,
-                streams: 1,
-                input,
-                exit,
-                primary: Some(primary),
-                input_target,
-            })
-        }
-        Err(e) => {
-            abort_spawned(pid, pids);
-            Err(io_err(id, "start I/O threads")(e))
+impl Bridged {
+    fn into_spawned(self, pid: u32, lineage: sys::Lineage, holding: &Arc<Holding>) -> Spawned {
+        Spawned {
+            pid,
+            output: self.output,
+            streams: self.streams,
+            input: self.input,
+            exit: holding.exit_of(self.id),
+            primary: self.primary,
+            input_target: self.input_target,
+            lineage,
+            holding: Arc::clone(holding),
         }
     }
 }
 
-/// What the child's descendants carry, told which pids are managed
-/// processes themselves.
-fn lineage_of(
-    env: &BTreeMap<std::ffi::OsString, std::ffi::OsString>,
-    pids: &Arc<SpawnedPids>,
-) -> sys::Lineage {
-    let pids = Arc::clone(pids);
-    sys::Lineage::of_env(env).with_managed(Arc::new(move |pid| pids.contains(pid)))
-}
-
-/// Kills and reaps a child whose I/O could not be set up, so a failed start
-/// leaves nothing behind.
-fn abort_spawned(pid: u32, pids: &SpawnedPids) {
-    // Nothing was reparented yet: the tree alone finds everything.
-    let _ = sys::kill_tree(pid, None, libc::SIGKILL);
-    let _ = sys::wait_pid(pid);
-    pids.forget(pid);
-}
-
-fn spawn_pipes(
+/// Reader and writer threads on a PTY's primary side.
+fn bridge_pty(
     id: ProcId,
-    spec: &ProcSpec,
-    program: &Path,
-    env: &BTreeMap<std::ffi::OsString, std::ffi::OsString>,
-    pids: &Arc<SpawnedPids>,
-) -> Result<Spawned, ProcError> {
-    use std::process::{Command, Stdio as StdStdio};
-    let mut cmd = Command::new(program);
-    std::os::unix::process::CommandExt::arg0(&mut cmd, &spec.command);
-    cmd.args(&spec.args)
-        .current_dir(&spec.cwd)
-        .env_clear()
-        .envs(env)
-        .stdin(StdStdio::piped())
-        .stdout(StdStdio::piped())
-        .stderr(StdStdio::piped());
-    sys::new_session_on_spawn(&mut cmd);
-    let mut child = {
-        let mut ours = pids.lock();
-        let child = cmd.spawn().map_err(|e| ProcError::Spawn {
-            program: spec.command.clone(),
-            reason: e.to_string(),
-        })?;
-        ours.insert(child.id());
-        child
-    };
-    let pid = child.id();
-    let (Some(stdin), Some(stdout), Some(stderr)) =
-        (child.stdin.take(), child.stdout.take(), child.stderr.take())
-    else {
-        abort_spawned(pid, pids);
+    mut fds: Vec<OwnedFd>,
+    holding: &Arc<Holding>,
+) -> Result<Bridged, ProcError> {
+    let Some(primary) = fds.pop().filter(|_| fds.is_empty()) else {
         return Err(ProcError::Io {
             id,
             op: "spawn",
-            source: std::io::Error::other("pipes were not created"),
+            source: std::io::Error::other("portal-holder sent no PTY"),
         });
     };
-    // The std Child is never waited on: the waiter thread reaps the pid.
-    drop(child);
-    let input_target = stdin
-        .as_fd()
-        .try_clone_to_owned()
-        .and_then(|fd| std::fs::File::from(fd).metadata())
-        .ok()
-        .map(|m| InputTarget::Pipe { ino: m.ino() });
+    let primary = Primary(primary);
+    let reader = primary
+        .0
+        .try_clone()
+        .map(std::fs::File::from)
+        .map_err(io_err(id, "dup PTY primary for reading"))?;
+    let writer =
+        primary.0.try_clone().map(std::fs::File::from).map_err(io_err(id, "dup PTY primary"))?;
     let (out_tx, output) = mpsc::channel(OUTPUT_QUEUE_CHUNKS);
-    let started = start_reader(id, "out", StreamId::Stdout, stdout, out_tx.clone())
-        .and_then(|()| start_reader(id, "err", StreamId::Stderr, stderr, out_tx))
-        .and_then(|()| start_writer(id, stdin))
-        .and_then(|input| Ok((input, start_waiter(id, pid, pids)?)));
-    match started {
-        Ok((input, exit)) => Ok(Spawned {
-            pid,
-            output,
-            streams: 2,
-            input,
-            exit,
-            primary: None,
-            input_target,
-            lineage: lineage_of(env, pids),
-        }),
-        Err(e) => {
-            abort_spawned(pid, pids);
-            Err(io_err(id, "start I/O threads")(e))
-        }
-    }
+    start_reader(id, "out", StreamId::Stdout, reader, out_tx)
+        .map_err(io_err(id, "start I/O threads"))?;
+    let input = start_writer(id, writer, None).map_err(io_err(id, "start I/O threads"))?;
+    let _ = holding;
+    let input_target = primary.tty_rdev().map(|rdev| InputTarget::Tty { rdev });
+    Ok(Bridged { output, streams: 1, input, primary: Some(primary), input_target, id })
 }
 
-/// The portable-pty size for a terminal size.
-pub(crate) fn pty_size(size: TermSize) -> PtySize {
-    PtySize { rows: size.rows, cols: size.cols, pixel_width: 0, pixel_height: 0 }
+/// Reader threads on output and error, a writer thread on input (input,
+/// output and error; or output and error alone once input was closed).
+fn bridge_pipes(
+    id: ProcId,
+    fds: Vec<OwnedFd>,
+    holding: &Arc<Holding>,
+) -> Result<Bridged, ProcError> {
+    let mut fds = fds.into_iter();
+    let (stdin, stdout, stderr) = match (fds.next(), fds.next(), fds.next(), fds.next()) {
+        (Some(i), Some(o), Some(e), None) => (Some(i), o, e),
+        (Some(o), Some(e), None, None) => (None, o, e),
+        _ => {
+            return Err(ProcError::Io {
+                id,
+                op: "spawn",
+                source: std::io::Error::other("portal-holder sent no pipes"),
+            });
+        }
+    };
+    let (out_tx, output) = mpsc::channel(OUTPUT_QUEUE_CHUNKS);
+    start_reader(id, "out", StreamId::Stdout, std::fs::File::from(stdout), out_tx.clone())
+        .and_then(|()| {
+            start_reader(id, "err", StreamId::Stderr, std::fs::File::from(stderr), out_tx)
+        })
+        .map_err(io_err(id, "start I/O threads"))?;
+    let Some(stdin) = stdin else {
+        let input = InputWriter { tx: None, pending: Arc::new(AtomicUsize::new(0)) };
+        return Ok(Bridged { output, streams: 2, input, primary: None, input_target: None, id });
+    };
+    let input_target = std::fs::File::from(stdin.try_clone().map_err(io_err(id, "dup input"))?)
+        .metadata()
+        .ok()
+        .map(|m| InputTarget::Pipe { ino: m.ino() });
+    let input = start_writer(id, std::fs::File::from(stdin), Some(Arc::clone(holding)))
+        .map_err(io_err(id, "start I/O threads"))?;
+    Ok(Bridged { output, streams: 2, input, primary: None, input_target, id })
+}
+
+/// A program an earlier daemon left with the holder, taken over: the same
+/// threads on the descriptors the holder kept. Its output continues from
+/// what the kernel buffered meanwhile (the program blocked when that was
+/// full); an exit that came while no daemon ran is its exit.
+pub(crate) fn adopt(
+    id: ProcId,
+    adoptable: portal_holder::client::Adoptable,
+    socket: &Path,
+    holding: &Arc<Holding>,
+) -> Result<Spawned, ProcError> {
+    let held = adoptable.held;
+    holding.adopted(id, held.pid, held.exit.map(ExitInfo::from));
+    // What every descendant carries, as the spawn wrote it.
+    let env: BTreeMap<std::ffi::OsString, std::ffi::OsString> = [
+        ("PORTAL_SOCKET".into(), socket.as_os_str().to_owned()),
+        ("PORTAL_SESSION_ID".into(), id.0.to_string().into()),
+    ]
+    .into_iter()
+    .collect();
+    let lineage = lineage_of(&env, holding);
+    let bridged = if held.pty {
+        bridge_pty(id, adoptable.fds, holding)?
+    } else {
+        bridge_pipes(id, adoptable.fds, holding)?
+    };
+    Ok(bridged.into_spawned(held.pid, lineage, holding))
+}
+
+/// What the child's descendants carry, told which pids are managed
+/// processes themselves and where orphans are reparented.
+fn lineage_of(
+    env: &BTreeMap<std::ffi::OsString, std::ffi::OsString>,
+    holding: &Arc<Holding>,
+) -> sys::Lineage {
+    let managed = Arc::clone(holding);
+    sys::Lineage::of_env(env)
+        .with_managed(Arc::new(move |pid| managed.is_managed(pid)))
+        .with_parent(holding.holder_pid())
 }
 
 /// A reader stops merging reads when less than this is left in its buffer
@@ -526,7 +504,13 @@ pub(crate) fn unread_input_total() -> usize {
     UNREAD_INPUT.load(Ordering::Acquire)
 }
 
-fn start_writer(id: ProcId, mut dst: impl Write + Send + 'static) -> std::io::Result<InputWriter> {
+/// The input writer; for a pipe, `holding` is told when input closes (the
+/// holder's copy of the pipe must close too for the program to see its end).
+fn start_writer(
+    id: ProcId,
+    mut dst: impl Write + Send + 'static,
+    holding: Option<Arc<Holding>>,
+) -> std::io::Result<InputWriter> {
     let (tx, rx) = std::sync::mpsc::channel::<InputMsg>();
     let pending = Arc::new(AtomicUsize::new(0));
     let counter = Arc::clone(&pending);
@@ -560,26 +544,15 @@ fn start_writer(id: ProcId, mut dst: impl Write + Send + 'static) -> std::io::Re
                 UNREAD_INPUT.fetch_sub(data.len(), Ordering::AcqRel);
             }
         }
-        // Dropping `dst` closes the pipe (EOF for the program), or one of the
-        // PTY primary's descriptors (the program sees nothing).
+        // Dropping `dst` closes the daemon's end of the pipe, and the holder
+        // closes its own (EOF for the program); for a PTY it is one of the
+        // primary's descriptors (the program sees nothing).
+        drop(dst);
+        if let Some(h) = holding {
+            h.close_input(id);
+        }
     })?;
     Ok(InputWriter { tx: Some(tx), pending })
-}
-
-fn start_waiter(
-    id: ProcId,
-    pid: u32,
-    pids: &Arc<SpawnedPids>,
-) -> std::io::Result<oneshot::Receiver<std::io::Result<ExitInfo>>> {
-    let (tx, rx) = oneshot::channel();
-    let pids = Arc::clone(pids);
-    thread(format!("wait-{id}")).spawn(move || {
-        let exit = sys::wait_pid(pid);
-        pids.forget(pid);
-        // The actor may be gone (daemon shutting down); the child is reaped anyway.
-        let _ = tx.send(exit);
-    })?;
-    Ok(rx)
 }
 
 #[cfg(test)]

@@ -1,0 +1,139 @@
+//! The daemon's side of `portal-holder`: every program is spawned through
+//! it, and its exit comes back from it, so the programs' descriptors and
+//! parenthood live in a process that outlives this daemon.
+//!
+//! The holder reports exits by process id; they are handed to the actor
+//! waiting for them, or kept until one asks (an exit can arrive before the
+//! actor that wants it exists). The pids of running programs are known here
+//! too, so tree sweeps need not read their environments.
+
+use std::collections::{HashMap, HashSet};
+use std::os::fd::OwnedFd;
+use std::path::Path;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use portal_holder::client::{Adoptable, Client, HolderError};
+use portal_holder::wire::{self, Exit};
+use tokio::sync::oneshot;
+
+use crate::domain::ProcId;
+use crate::sys::ExitInfo;
+
+/// Exits by process, and the pids of running programs.
+#[derive(Default)]
+struct Book {
+    waiting: HashMap<ProcId, oneshot::Sender<std::io::Result<ExitInfo>>>,
+    early: HashMap<ProcId, ExitInfo>,
+    pids: HashMap<ProcId, u32>,
+    running: HashSet<u32>,
+}
+
+/// The connection to the holder, with the exits it reports.
+pub(crate) struct Holding {
+    client: Arc<Client>,
+    book: Arc<Mutex<Book>>,
+}
+
+impl std::fmt::Debug for Holding {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Holding").field("holder_pid", &self.client.pid()).finish_non_exhaustive()
+    }
+}
+
+fn lock(book: &Mutex<Book>) -> MutexGuard<'_, Book> {
+    book.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl From<Exit> for ExitInfo {
+    fn from(e: Exit) -> Self {
+        Self { code: e.code, signal: e.signal }
+    }
+}
+
+impl Holding {
+    /// Connects to the holder at `socket` (starting `binary` when none
+    /// answers) and returns what it held. Blocking.
+    pub(crate) fn connect(
+        socket: &Path,
+        binary: &Path,
+    ) -> Result<(Arc<Self>, Vec<Adoptable>), HolderError> {
+        let book = Arc::new(Mutex::new(Book::default()));
+        let heard = Arc::clone(&book);
+        let on_exit = Box::new(move |id: u64, exit: Exit| {
+            let id = ProcId(id);
+            let mut b = lock(&heard);
+            if let Some(pid) = b.pids.remove(&id) {
+                b.running.remove(&pid);
+            }
+            match b.waiting.remove(&id) {
+                // The actor may be gone already (a failed start).
+                Some(tx) => drop(tx.send(Ok(exit.into()))),
+                None => drop(b.early.insert(id, exit.into())),
+            }
+        });
+        let (client, held) = Client::connect(socket, binary, on_exit)?;
+        Ok((Arc::new(Self { client, book }), held))
+    }
+
+    /// The holder's pid: the parent of every program, where their orphans go.
+    pub(crate) fn holder_pid(&self) -> u32 {
+        self.client.pid()
+    }
+
+    /// Starts a program (blocking until the holder answered).
+    pub(crate) fn spawn(&self, spec: wire::Spawn) -> Result<(u32, Vec<OwnedFd>), String> {
+        let id = ProcId(spec.proc_id);
+        let (pid, fds) = self.client.spawn(spec)?;
+        let mut b = lock(&self.book);
+        if !b.early.contains_key(&id) {
+            b.pids.insert(id, pid);
+            b.running.insert(pid);
+        }
+        Ok((pid, fds))
+    }
+
+    /// Records a program taken over from an earlier daemon: running, or
+    /// ended with `exit` while no daemon ran.
+    pub(crate) fn adopted(&self, id: ProcId, pid: u32, exit: Option<ExitInfo>) {
+        let mut b = lock(&self.book);
+        match exit {
+            Some(exit) => drop(b.early.insert(id, exit)),
+            None => {
+                b.pids.insert(id, pid);
+                b.running.insert(pid);
+            }
+        }
+    }
+
+    /// The exit of `id`, once it comes (at once when it already came).
+    pub(crate) fn exit_of(&self, id: ProcId) -> oneshot::Receiver<std::io::Result<ExitInfo>> {
+        let (tx, rx) = oneshot::channel();
+        let mut b = lock(&self.book);
+        match b.early.remove(&id) {
+            Some(exit) => drop(tx.send(Ok(exit))),
+            None => drop(b.waiting.insert(id, tx)),
+        }
+        rx
+    }
+
+    /// Whether `pid` is a running managed program (its own tree, never a
+    /// leftover).
+    pub(crate) fn is_managed(&self, pid: u32) -> bool {
+        lock(&self.book).running.contains(&pid)
+    }
+
+    /// Tells the holder a pipe program's input is closed.
+    pub(crate) fn close_input(&self, id: ProcId) {
+        if let Err(e) = self.client.close_input(id.0) {
+            tracing::warn!(proc = %id, error = %e, "cannot tell portal-holder that input closed");
+        }
+    }
+
+    /// Tells the holder an ended program is recorded: it lets it go.
+    pub(crate) fn release(&self, id: ProcId) {
+        lock(&self.book).early.remove(&id);
+        if let Err(e) = self.client.release(id.0) {
+            tracing::warn!(proc = %id, error = %e, "cannot tell portal-holder to let a program go");
+        }
+    }
+}
