@@ -113,6 +113,7 @@ impl Daemon {
                 // Running when the last daemon wrote it: that daemon is gone.
                 RowStatus::Running | RowStatus::Lost => ProcStatus::Lost,
             };
+            let shared = shared_of(&r);
             let size = r.size.map(|(rows, cols)| crate::proc::TermSize { rows, cols });
             let spec = ProcSpec {
                 command: r.command,
@@ -132,13 +133,6 @@ impl Daemon {
                 shell_integration: false,
                 token: String::new(),
             };
-            let shared = crate::proc::Shared::default();
-            for i in 0..3 {
-                shared.end[i].store(r.ends[i], std::sync::atomic::Ordering::Release);
-                shared.start[i].store(r.starts[i], std::sync::atomic::Ordering::Release);
-                shared.chunks[i].store(r.chunks[i], std::sync::atomic::Ordering::Release);
-            }
-            *shared.cursors() = r.ends;
             shared.touch();
             let handle = ProcHandle::dormant(facts, shared, status, size, self.store.clone());
             self.store.track(handle.id(), handle.history_starts());
@@ -158,6 +152,21 @@ impl Daemon {
             tracing::info!(proc = %id, "stopped a held program the database does not know as running");
         }
         Ok((n, adopted))
+    }
+
+    /// Records that `id` runs as `pid` (a start, or an adoption).
+    async fn record_running(&self, id: crate::proc::ProcId, pid: u32) {
+        let update = StatusUpdate {
+            id,
+            pid,
+            status: RowStatus::Running,
+            exit_code: None,
+            exit_signal: None,
+            ended_at_ns: None,
+        };
+        if let Err(e) = self.store.update_status(update).await {
+            tracing::warn!(proc = %id, error = %e, "cannot record the pid");
+        }
     }
 
     /// Takes over a program an earlier daemon was running: its row's spec
@@ -190,15 +199,9 @@ impl Daemon {
                 op: "adopt",
                 source: std::io::Error::other(e.to_string()),
             })??;
-        let shared = crate::proc::Shared::default();
-        for i in 0..3 {
-            shared.end[i].store(r.ends[i], std::sync::atomic::Ordering::Release);
-            shared.start[i].store(r.starts[i], std::sync::atomic::Ordering::Release);
-            shared.chunks[i].store(r.chunks[i], std::sync::atomic::Ordering::Release);
-        }
         // What the last daemon's readers had consumed is not known: new
         // output is what comes from here on.
-        *shared.cursors() = r.ends;
+        let shared = shared_of(r);
         let is_pty = matches!(spec.stdio, Stdio::Pty(_));
         let parts = ActorParts {
             facts: ProcFacts {
@@ -224,17 +227,7 @@ impl Daemon {
         let handle = actor::start(parts, &self.tracker)?;
         self.store.track(handle.id(), handle.history_starts());
         self.registry.insert_dormant(handle);
-        let update = StatusUpdate {
-            id,
-            pid,
-            status: RowStatus::Running,
-            exit_code: None,
-            exit_signal: None,
-            ended_at_ns: None,
-        };
-        if let Err(e) = self.store.update_status(update).await {
-            tracing::warn!(proc = %id, error = %e, "cannot record the adoption");
-        }
+        self.record_running(id, pid).await;
         tracing::info!(proc = %id, pid, "adopted a process an earlier daemon was running");
         Ok(())
     }
@@ -316,17 +309,7 @@ impl Daemon {
         };
         let pid = spawned.pid;
         tracing::info!(proc = %id, pid, command = %spec.command, "process started");
-        let update = StatusUpdate {
-            id,
-            pid,
-            status: RowStatus::Running,
-            exit_code: None,
-            exit_signal: None,
-            ended_at_ns: None,
-        };
-        if let Err(e) = self.store.update_status(update).await {
-            tracing::warn!(proc = %id, error = %e, "cannot record the pid");
-        }
+        self.record_running(id, pid).await;
         let parts = ActorParts {
             facts: ProcFacts {
                 id,
@@ -472,4 +455,17 @@ impl Daemon {
         let running = all.iter().filter(|h| h.status().is_running()).count();
         (all.len(), running)
     }
+}
+
+/// A process's counters and offsets as its row stored them; its "read new"
+/// positions at the ends (what came before is not new to anyone now).
+fn shared_of(r: &crate::store::StoredProc) -> crate::proc::Shared {
+    let shared = crate::proc::Shared::default();
+    for i in 0..3 {
+        shared.end[i].store(r.ends[i], std::sync::atomic::Ordering::Release);
+        shared.start[i].store(r.starts[i], std::sync::atomic::Ordering::Release);
+        shared.chunks[i].store(r.chunks[i], std::sync::atomic::Ordering::Release);
+    }
+    *shared.cursors() = r.ends;
+    shared
 }
