@@ -57,6 +57,10 @@ impl Program {
 pub struct Holder {
     listener: UnixListener,
     daemon: Option<UnixStream>,
+    /// The daemon has been welcomed: events may go to it. Before that, an
+    /// exit is only recorded (the welcome carries it): an event ahead of the
+    /// welcome would be read as the welcome.
+    welcomed: bool,
     programs: BTreeMap<u64, Program>,
     ever_connected: bool,
     born: Instant,
@@ -75,6 +79,7 @@ impl Holder {
         Ok(Self {
             listener,
             daemon: None,
+            welcomed: false,
             programs: BTreeMap::new(),
             ever_connected: false,
             born: Instant::now(),
@@ -137,6 +142,7 @@ impl Holder {
         }
         self.drop_daemon();
         self.daemon = Some(stream);
+        self.welcomed = false;
         self.ever_connected = true;
     }
 
@@ -177,6 +183,7 @@ impl Holder {
                 for chunk in fds.chunks(wire::MAX_FDS) {
                     wire::send(daemon, &FdBatch, chunk)?;
                 }
+                self.welcomed = true;
                 Ok(())
             }
             Request::Spawn(spec) => {
@@ -252,7 +259,7 @@ impl Holder {
                     p.exit = Some(exit);
                     p.pidfd = None;
                     let proc_id = *proc_id;
-                    if let Some(d) = &self.daemon
+                    if let Some(d) = self.daemon.as_ref().filter(|_| self.welcomed)
                         && wire::send(d, &Event::Exited { proc_id, exit }, &[]).is_err()
                     {
                         self.drop_daemon();

@@ -1,5 +1,5 @@
-//! `daemon status|start|stop|doctor`. Status, stop and doctor never start a
-//! daemon.
+//! `daemon status|start|stop|upgrade|doctor`. Status, stop, upgrade and
+//! doctor never start a daemon.
 
 use std::time::Duration;
 
@@ -13,6 +13,16 @@ use crate::{Failure, JsonFlag, Outcome};
 /// How long `daemon stop` waits for the daemon to finish its shutdown
 /// (processes get a 2 s grace, then the store is flushed).
 const STOP_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// How long `daemon upgrade` waits for the new daemon to serve (the
+/// handover waits up to 2 s for programs to read queued input; the new
+/// binary then opens the database and adopts every program).
+const UPGRADE_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// How long nothing may listen on the socket after a handover before
+/// `daemon upgrade` concludes the new binary died (a starting daemon binds
+/// within milliseconds).
+const UPGRADE_GONE_GRACE: Duration = Duration::from_secs(3);
 
 fn print_info(info: &pb::GetInfoResponse, out: JsonFlag) {
     if out.json {
@@ -133,5 +143,89 @@ pub(crate) async fn stop() -> Outcome {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     println!("portald (pid {pid}) stopped");
+    Ok(())
+}
+
+/// `daemon upgrade`: asks portald to replace itself with `binary` (or the
+/// binary it was started from), then waits until the new one serves and
+/// reports how long clients were kept waiting.
+pub(crate) async fn upgrade(binary: Option<std::path::PathBuf>, out: JsonFlag) -> Outcome {
+    let socket = portal_proto::paths::socket_path();
+    let client = match Client::connect(&socket).await {
+        Ok(c) => c,
+        Err(ClientError::Unavailable { .. }) => {
+            println!(
+                "portald is not running (socket {}): nothing to upgrade; the next command starts the binary on disk",
+                socket.display()
+            );
+            return Err(Failure::NotRunning);
+        }
+        Err(e) => return Err(Failure::Unreachable(e)),
+    };
+    let before = client.info().clone();
+    let binary = binary
+        .map(|b| std::path::absolute(&b).unwrap_or(b).to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let accepted = client.rpc().upgrade(pb::UpgradeRequest { binary }).await?.into_inner();
+    drop(client);
+    let handed = tokio::time::Instant::now();
+    let deadline = handed + UPGRADE_TIMEOUT;
+    // Connections made during the handover wait in the socket's backlog
+    // and are answered by the new daemon; one started anew is recognised
+    // by its start time.
+    let mut refused_since: Option<tokio::time::Instant> = None;
+    let info = loop {
+        match Client::connect(&socket).await {
+            Ok(c) if c.info().started_at_ns != before.started_at_ns => break c.info().clone(),
+            Ok(_) => refused_since = None,
+            // Nothing listens any more: the new binary exited after taking
+            // over (during the handover itself, connections wait).
+            Err(_) => {
+                let since = *refused_since.get_or_insert_with(tokio::time::Instant::now);
+                if since.elapsed() > UPGRADE_GONE_GRACE {
+                    return Err(anyhow::anyhow!(
+                        "the new portald ({}) exited after taking over; every program waits with portal-holder, and the next portal-cli command starts portald and adopts them (see {})",
+                        accepted.binary,
+                        portal_proto::paths::data_dir().join(portal_proto::paths::DAEMON_LOG_FILE).display()
+                    )
+                    .into());
+                }
+            }
+        }
+        if tokio::time::Instant::now() > deadline {
+            return Err(anyhow::anyhow!(
+                "portald (pid {}) did not serve again within {UPGRADE_TIMEOUT:?}; its programs wait with portal-holder, and the next command starts portald and adopts them (see {})",
+                before.pid,
+                portal_proto::paths::data_dir().join(portal_proto::paths::DAEMON_LOG_FILE).display()
+            )
+            .into());
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    };
+    let pause_ms = u64::try_from(handed.elapsed().as_millis()).unwrap_or(u64::MAX);
+    if !info.upgrade_error.is_empty() {
+        return Err(anyhow::anyhow!(
+            "the new portald ({}) failed to start: {}; portald {} serves again and every program runs on",
+            accepted.binary,
+            info.upgrade_error,
+            info.daemon_version
+        )
+        .into());
+    }
+    if out.json {
+        print_json(&json!({
+            "from_version": accepted.from_version,
+            "to_version": info.daemon_version,
+            "binary": accepted.binary,
+            "pid": info.pid,
+            "running": info.running,
+            "pause_ms": pause_ms,
+        }));
+    } else {
+        println!(
+            "portald upgraded {} → {} (pid {}, {}) in {pause_ms} ms; {} running programs carried over",
+            accepted.from_version, info.daemon_version, info.pid, accepted.binary, info.running
+        );
+    }
     Ok(())
 }

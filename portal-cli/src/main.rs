@@ -206,8 +206,23 @@ enum DaemonCommand {
     },
     /// Start portald if it is not running.
     Start,
-    /// Stop portald (its programs are stopped too).
+    /// Stop portald and end every program it runs, with its whole process
+    /// tree (SIGHUP or SIGTERM, then SIGKILL after the grace). To replace
+    /// portald with a new version while every program keeps running, use
+    /// `daemon upgrade`.
     Stop,
+    /// Replace the running portald with the binary now on disk, keeping
+    /// every program running: PTYs, pipes, screens, agent states, ids,
+    /// offsets and read cursors carry over, and clients reconnect by
+    /// themselves. The new binary is checked first; if it cannot take over,
+    /// the running portald keeps serving and this says why.
+    Upgrade {
+        /// The new portald [default: the path the running one was started from]
+        #[arg(long)]
+        binary: Option<std::path::PathBuf>,
+        #[command(flatten)]
+        out: JsonFlag,
+    },
     /// Check the database; when it is damaged, move it aside and salvage
     /// what can be read into a fresh one (stop portald first).
     Doctor,
@@ -245,6 +260,10 @@ impl From<tonic::Status> for Failure {
 
 fn hint(s: &tonic::Status) -> &'static str {
     match s.code() {
+        // The refusal says why and what to do; the old daemon serves on.
+        tonic::Code::FailedPrecondition if s.message().starts_with("upgrade refused") => {
+            "portald keeps serving, every program untouched"
+        }
         tonic::Code::NotFound => "`portal-cli ps --all` lists the processes that exist",
         tonic::Code::InvalidArgument => "check the argument named below",
         tonic::Code::FailedPrecondition => "`portal-cli inspect` shows the process's state",
@@ -275,6 +294,9 @@ async fn run(cli: Cli) -> Outcome {
         Command::Service(cmd) => return service::run(cmd).map_err(Failure::Failed),
         Command::Daemon(DaemonCommand::Status { out }) => return daemonctl::status(out).await,
         Command::Daemon(DaemonCommand::Stop) => return daemonctl::stop().await,
+        Command::Daemon(DaemonCommand::Upgrade { binary, out }) => {
+            return daemonctl::upgrade(binary, out).await;
+        }
         Command::Daemon(DaemonCommand::Doctor) => return daemonctl::doctor(),
         Command::Emit(args) => return agents::emit(args).await,
         _ => {}

@@ -7,13 +7,14 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::{Args, ValueEnum};
-use portal_proto::client::Client;
+use portal_proto::client::{Client, is_disconnect};
+use portal_proto::launch::{LaunchOptions, connect_or_start};
 use portal_proto::names;
 use portal_proto::v1 as pb;
 use serde_json::json;
 
 use crate::fmt::{self, print_json};
-use crate::{JsonFlag, Outcome, proc_ref};
+use crate::{Failure, JsonFlag, Outcome, proc_ref};
 
 /// Which stream `read` prints.
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -167,40 +168,95 @@ pub(crate) async fn read(client: &Client, a: ReadArgs) -> Outcome {
     if !a.follow {
         return Ok(());
     }
-    let req = pb::FollowRequest {
-        proc: proc_ref(&a.proc),
-        streams: streams(a.stream),
-        from: next,
-        from_start: false,
-        encoding: encoding.into(),
-    };
-    let mut events = rpc.follow(req).await?.into_inner();
-    while let Some(ev) = events.message().await? {
-        match ev.event {
-            Some(pb::follow_event::Event::Output(r)) if !quiet_pipe(printer.record(&r))? => {
-                return Ok(());
+    let mut from = next;
+    let mut rpc = rpc;
+    loop {
+        let req = pb::FollowRequest {
+            proc: proc_ref(&a.proc),
+            streams: streams(a.stream),
+            from: from.clone(),
+            from_start: false,
+            encoding: encoding.into(),
+        };
+        let mut events = match rpc.follow(req).await {
+            Ok(r) => r.into_inner(),
+            Err(s) if is_disconnect(&s) => {
+                rpc = reconnect().await?;
+                continue;
             }
-            Some(pb::follow_event::Event::Output(_)) => {}
-            Some(pb::follow_event::Event::Gap(g)) => {
-                eprintln!("[{} bytes of history were cleared]", g.length)
-            }
-            Some(pb::follow_event::Event::Exited(p)) => {
-                if a.out.json {
-                    print_json(&json!({"exited": fmt::process_json(&p)}));
-                } else {
-                    eprintln!(
-                        "[process {} {}: {}]",
-                        p.id,
-                        names::status(p.status()),
-                        fmt::exit_text(&p)
-                    );
+            Err(s) => return Err(s.into()),
+        };
+        loop {
+            let ev = match events.message().await {
+                Ok(Some(ev)) => ev,
+                // The daemon stopped: the follow ends with it.
+                Ok(None) => return Ok(()),
+                // Upgraded in place or restarted after a crash: the program
+                // runs on; continue exactly after the last byte shown.
+                Err(s) if is_disconnect(&s) => break,
+                Err(s) => return Err(s.into()),
+            };
+            match ev.event {
+                Some(pb::follow_event::Event::Output(r)) => {
+                    advance(&mut from, &r);
+                    if !quiet_pipe(printer.record(&r))? {
+                        return Ok(());
+                    }
                 }
-                break;
+                Some(pb::follow_event::Event::Gap(g)) => {
+                    advance(&mut from, &g);
+                    eprintln!("[{} bytes of history were cleared]", g.length);
+                }
+                Some(pb::follow_event::Event::Exited(p)) => {
+                    if a.out.json {
+                        print_json(&json!({"exited": fmt::process_json(&p)}));
+                    } else {
+                        eprintln!(
+                            "[process {} {}: {}]",
+                            p.id,
+                            names::status(p.status()),
+                            fmt::exit_text(&p)
+                        );
+                    }
+                    return Ok(());
+                }
+                None => {}
             }
-            None => {}
+        }
+        rpc = reconnect().await?;
+    }
+}
+
+/// How long a follow keeps trying to reach portald again after its
+/// connection broke (a live upgrade takes well under a second; a crashed
+/// daemon is started again by the first attempt).
+const RECONNECT_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// A fresh connection after the daemon went away (starting it if it is not
+/// running, as every command does).
+async fn reconnect() -> Result<pb::portal_client::PortalClient<tonic::transport::Channel>, Failure>
+{
+    let deadline = tokio::time::Instant::now() + RECONNECT_TIMEOUT;
+    let opts = LaunchOptions::from_env();
+    loop {
+        match connect_or_start(&opts).await {
+            Ok(client) => return Ok(client.rpc()),
+            Err(e) if tokio::time::Instant::now() >= deadline => {
+                return Err(Failure::Unreachable(e));
+            }
+            Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
         }
     }
-    Ok(())
+}
+
+/// Moves the follow's cursor past `r` (its source range).
+fn advance(cursor: &mut Option<pb::Cursor>, r: &pb::Record) {
+    let c = cursor.get_or_insert_with(pb::Cursor::default);
+    let end = r.offset + r.length;
+    match c.offsets.iter_mut().find(|o| o.stream == r.stream) {
+        Some(o) => o.offset = o.offset.max(end),
+        None => c.offsets.push(pb::StreamOffset { stream: r.stream, offset: end }),
+    }
 }
 
 fn cursor_json(c: Option<&pb::Cursor>) -> serde_json::Value {

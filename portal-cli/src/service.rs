@@ -78,6 +78,12 @@ fn daemon_path() -> anyhow::Result<PathBuf> {
     std::fs::canonicalize(&found).with_context(|| format!("resolving {}", found.display()))
 }
 
+/// This `portal-cli`, which the unit runs to upgrade portald in place.
+fn cli_path() -> anyhow::Result<PathBuf> {
+    let me = std::env::current_exe().context("cannot find this portal-cli's path")?;
+    std::fs::canonicalize(&me).with_context(|| format!("resolving {}", me.display()))
+}
+
 /// A path as one word of a unit's `ExecStart=`: `%` is a specifier and `$`
 /// an environment variable there, so they are doubled; whitespace, quotes
 /// and backslashes are quoted C-style (systemd.service(5), "Command
@@ -100,6 +106,9 @@ struct LaunchAgent {
     program_arguments: Vec<String>,
     run_at_load: bool,
     keep_alive: KeepAlive,
+    /// portal-holder and the programs it holds outlive a crash of portald
+    /// (the restarted one adopts them); launchd must not kill them with it.
+    abandon_process_group: bool,
     standard_error_path: String,
 }
 
@@ -110,8 +119,9 @@ struct KeepAlive {
     successful_exit: bool,
 }
 
-/// The file's content.
-pub(crate) fn render(kind: Kind, daemon: &Path) -> anyhow::Result<String> {
+/// The file's content. `cli` is the `portal-cli` that reloads (upgrades)
+/// the daemon in place.
+pub(crate) fn render(kind: Kind, daemon: &Path, cli: &Path) -> anyhow::Result<String> {
     Ok(match kind {
         Kind::Systemd => format!(
             "# Written by `portal-cli service install`; `portal-cli service uninstall` removes it.\n\
@@ -121,15 +131,22 @@ pub(crate) fn render(kind: Kind, daemon: &Path) -> anyhow::Result<String> {
              [Service]\n\
              Type=simple\n\
              ExecStart={}\n\
+             # `systemctl --user reload portald` upgrades in place: the binary now on\n\
+             # disk takes over and every program keeps running (same pid).\n\
+             ExecReload={} daemon upgrade\n\
              Restart=on-failure\n\
              RestartSec=1\n\
-             # portald stops its programs itself on SIGTERM (SIGHUP/SIGTERM, then SIGKILL).\n\
-             KillMode=mixed\n\
+             # portald stops its programs itself on SIGTERM (SIGHUP/SIGTERM, then\n\
+             # SIGKILL). Only portald is signalled: portal-holder and the programs\n\
+             # it holds survive a crash of portald, and the restarted portald\n\
+             # adopts them.\n\
+             KillMode=process\n\
              TimeoutStopSec=15\n\
              \n\
              [Install]\n\
              WantedBy=default.target\n",
-            systemd_quote(daemon)
+            systemd_quote(daemon),
+            systemd_quote(cli)
         ),
         Kind::Launchd => {
             let log = home()?.join("Library").join("Logs").join("portald.log");
@@ -138,6 +155,7 @@ pub(crate) fn render(kind: Kind, daemon: &Path) -> anyhow::Result<String> {
                 program_arguments: vec![daemon.to_string_lossy().into_owned()],
                 run_at_load: true,
                 keep_alive: KeepAlive { successful_exit: false },
+                abandon_process_group: true,
                 standard_error_path: log.to_string_lossy().into_owned(),
             };
             let mut out = Vec::new();
@@ -181,7 +199,7 @@ pub(crate) fn run(cmd: ServiceCommand) -> anyhow::Result<()> {
         ServiceCommand::Install { dry_run, kind } => {
             let kind = kind.unwrap_or_else(default_kind);
             let path = file_path(kind)?;
-            let content = render(kind, &daemon_path()?)?;
+            let content = render(kind, &daemon_path()?, &cli_path()?)?;
             if dry_run {
                 eprintln!("# would write {}", path.display());
                 print!("{content}");
@@ -221,7 +239,7 @@ pub(crate) fn run(cmd: ServiceCommand) -> anyhow::Result<()> {
         ServiceCommand::Status { kind } => {
             let kind = kind.unwrap_or_else(default_kind);
             let path = file_path(kind)?;
-            let want = daemon_path().and_then(|d| render(kind, &d)).ok();
+            let want = daemon_path().and_then(|d| render(kind, &d, &cli_path()?)).ok();
             match std::fs::read_to_string(&path) {
                 Err(_) => println!("absent: {}", path.display()),
                 Ok(have) if Some(&have) == want.as_ref() => {
@@ -241,30 +259,35 @@ pub(crate) fn run(cmd: ServiceCommand) -> anyhow::Result<()> {
 mod tests {
     use super::*;
 
+    fn cli() -> &'static Path {
+        Path::new("/opt/portal/portal-cli")
+    }
+
     #[test]
     fn systemd_unit_is_complete_and_quotes_paths() {
-        let unit = render(Kind::Systemd, Path::new("/opt/portal/portald")).unwrap();
+        let unit = render(Kind::Systemd, Path::new("/opt/portal/portald"), cli()).unwrap();
         for line in [
             "[Unit]",
             "[Service]",
             "ExecStart=/opt/portal/portald",
             "Restart=on-failure",
-            "KillMode=mixed",
+            "ExecReload=/opt/portal/portal-cli daemon upgrade",
+            "KillMode=process",
             "[Install]",
             "WantedBy=default.target",
         ] {
             assert!(unit.lines().any(|l| l == line), "missing {line:?} in\n{unit}");
         }
-        let unit = render(Kind::Systemd, Path::new("/opt/my portal/portald")).unwrap();
+        let unit = render(Kind::Systemd, Path::new("/opt/my portal/portald"), cli()).unwrap();
         assert!(unit.contains("ExecStart=\"/opt/my portal/portald\""));
         // `%` is a specifier and `$` a variable in ExecStart: both doubled.
-        let unit = render(Kind::Systemd, Path::new("/opt/100%/$HOME/portald")).unwrap();
+        let unit = render(Kind::Systemd, Path::new("/opt/100%/$HOME/portald"), cli()).unwrap();
         assert!(unit.contains("ExecStart=/opt/100%%/$$HOME/portald\n"), "{unit}");
     }
 
     #[test]
     fn launchd_plist_escapes_paths() {
-        let plist = render(Kind::Launchd, Path::new("/Apps/P&Q/portald")).unwrap();
+        let plist = render(Kind::Launchd, Path::new("/Apps/P&Q/portald"), cli()).unwrap();
         assert!(plist.contains("<string>/Apps/P&amp;Q/portald</string>"));
         assert!(plist.contains("<key>Label</key>\n\t<string>dev.portal.portald</string>"));
         assert!(plist.starts_with("<?xml"));
@@ -272,5 +295,7 @@ mod tests {
         let back: plist::Value = plist::from_bytes(plist.as_bytes()).unwrap();
         let args = back.as_dictionary().and_then(|d| d.get("ProgramArguments")).cloned();
         assert_eq!(args, Some(plist::Value::Array(vec!["/Apps/P&Q/portald".into()])));
+        let abandon = back.as_dictionary().and_then(|d| d.get("AbandonProcessGroup")).cloned();
+        assert_eq!(abandon, Some(plist::Value::Boolean(true)), "the holder outlives a crash");
     }
 }

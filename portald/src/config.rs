@@ -124,6 +124,10 @@ pub struct Config {
     /// input states come from the text heuristic alone (how portald behaves
     /// where the kernel cannot be asked); tests use it to prove that path.
     pub kernel_input_state: bool,
+    /// How this daemon was started, so a live upgrade can exec its
+    /// successor the same way; `None` when it runs inside another program
+    /// (tests), which cannot replace itself.
+    pub self_exec: Option<SelfExec>,
 }
 
 /// Default process limit: enough for a fleet of agents and their tools, low
@@ -163,6 +167,7 @@ impl Config {
             },
             fault_injection: false,
             kernel_input_state: cfg!(target_os = "linux"),
+            self_exec: None,
         }
     }
 
@@ -190,4 +195,28 @@ impl Retention {
     #[cfg(test)]
     pub(crate) const UNLIMITED: Self =
         Self { per_process: u64::MAX, total: u64::MAX, max_db_bytes: None };
+}
+
+/// How this process was started, so it can exec its successor the same way.
+#[derive(Clone, Debug)]
+pub struct SelfExec {
+    /// The binary to upgrade to when the caller names none: the path this
+    /// one was started from (a package upgrade puts the new one there).
+    pub binary: PathBuf,
+    /// The arguments it was started with (without `argv[0]`).
+    pub args: Vec<std::ffi::OsString>,
+}
+
+impl SelfExec {
+    /// This process's binary path and arguments.
+    #[must_use]
+    pub fn current() -> Option<Self> {
+        let binary = std::env::current_exe().ok()?;
+        // A binary replaced on disk after this one started shows as deleted.
+        let binary = match binary.to_str().and_then(|s| s.strip_suffix(" (deleted)")) {
+            Some(path) => PathBuf::from(path),
+            None => binary,
+        };
+        Some(Self { binary, args: std::env::args_os().skip(1).collect() })
+    }
 }

@@ -17,6 +17,7 @@ use crate::config::Config;
 use crate::domain::RowStatus;
 use crate::error::DaemonError;
 use crate::proc::actor::{self, ActorParts};
+use crate::proc::handover::Carried;
 use crate::proc::holding::Holding;
 use crate::proc::spawn;
 use crate::proc::{
@@ -50,7 +51,25 @@ pub(crate) struct Daemon {
     pub(crate) started: std::time::Instant,
     /// A release of free memory is scheduled (after cleanups).
     pub(crate) trim_scheduled: std::sync::atomic::AtomicBool,
+    /// A checked live upgrade, carried out once serving has stopped.
+    pub(crate) upgrade: std::sync::Mutex<Option<crate::upgrade::Plan>>,
 }
+
+/// What an accepted upgrade tells the caller.
+#[derive(Debug)]
+pub(crate) struct UpgradeAccepted {
+    /// The new binary's version.
+    pub(crate) to_version: String,
+    /// The new binary.
+    pub(crate) binary: PathBuf,
+    /// Programs running, all carried over.
+    pub(crate) running: usize,
+}
+
+/// How much of a PTY program's log rebuilds its screen when it is adopted
+/// after a crash: a few screenfuls of a busy TUI, parsed in milliseconds
+/// (lines that scroll away unseen are skipped), for each program adopted.
+const ADOPT_SCREEN_BYTES: u64 = 256 << 10;
 
 /// How long after a cleanup free memory is given back: cleanups come in
 /// runs (an agent cleaning up a fleet), and one release after the run costs
@@ -154,6 +173,56 @@ impl Daemon {
         Ok((n, adopted))
     }
 
+    /// Checks `binary` (default: the one this daemon was started from) and,
+    /// if it can take over, begins the handover: serving stops, every
+    /// program is left with the holder, and `main` execs the new binary.
+    /// Returns the plan's facts; on a refusal nothing changes.
+    pub(crate) async fn upgrade(
+        &self,
+        binary: Option<PathBuf>,
+    ) -> Result<UpgradeAccepted, DaemonError> {
+        use crate::upgrade::Refused;
+        let this = self.config.self_exec.clone().ok_or(Refused::NotSelfHosted)?;
+        if self.lock_upgrade().is_some() || self.shutdown.is_cancelled() {
+            return Err(Refused::Busy.into());
+        }
+        let plan =
+            tokio::task::spawn_blocking(move || crate::upgrade::check(&this, binary.as_deref()))
+                .await
+                .map_err(|e| DaemonError::task("checking the new binary", &e))??;
+        let mut slot = self.lock_upgrade();
+        if slot.is_some() || self.shutdown.is_cancelled() {
+            return Err(Refused::Busy.into());
+        }
+        let accepted = UpgradeAccepted {
+            to_version: plan.readiness.version.clone(),
+            binary: plan.binary.clone(),
+            running: self.counts().1,
+        };
+        tracing::info!(
+            binary = %plan.binary.display(),
+            version = %plan.readiness.version,
+            running = accepted.running,
+            "upgrading in place: handing every program over"
+        );
+        *slot = Some(plan);
+        drop(slot);
+        // Readers stop first (at a chunk boundary), then serving ends and
+        // every actor hands its program over instead of ending it.
+        self.holding.detach_all();
+        self.shutdown.cancel();
+        Ok(accepted)
+    }
+
+    fn lock_upgrade(&self) -> std::sync::MutexGuard<'_, Option<crate::upgrade::Plan>> {
+        self.upgrade.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// The upgrade to carry out, once serving has stopped.
+    pub(crate) fn take_upgrade(&self) -> Option<crate::upgrade::Plan> {
+        self.lock_upgrade().take()
+    }
+
     /// Records that `id` runs as `pid` (a start, or an adoption).
     async fn record_running(&self, id: crate::proc::ProcId, pid: u32) {
         let update = StatusUpdate {
@@ -187,8 +256,8 @@ impl Daemon {
                 .then(|| std::time::Duration::from_millis(r.timeout_ms)),
             stdio: size.map_or(Stdio::Pipes, Stdio::Pty),
         };
-        let meta: serde_json::Value = serde_json::from_str(&a.held.meta).unwrap_or_default();
-        let token = meta["token"].as_str().unwrap_or_default().to_owned();
+        let carried = Carried::parse(&a.held.meta);
+        let token = carried.token.clone().unwrap_or_default();
         let pid = a.held.pid;
         let id = r.id;
         let (socket, holding) = (self.config.socket.clone(), Arc::clone(&self.holding));
@@ -199,10 +268,23 @@ impl Daemon {
                 op: "adopt",
                 source: std::io::Error::other(e.to_string()),
             })??;
-        // What the last daemon's readers had consumed is not known: new
+        // The log ends exactly where the last daemon's readers stopped: new
         // output is what comes from here on.
         let shared = shared_of(r);
         let is_pty = matches!(spec.stdio, Stdio::Pty(_));
+        if let Some(cursors) = carried.cursors {
+            let ends = shared.ends();
+            let mut mine = shared.cursors();
+            for i in 0..3 {
+                mine[i] = cursors[i].min(ends[i]);
+            }
+        }
+        let screen_seed = match (&carried.screen, is_pty) {
+            (Some((redraw, offset)), true) => Some((redraw.clone().into_bytes(), *offset)),
+            // A crash left no screen: the log's tail rebuilds it.
+            (None, true) => self.log_tail(id, &shared).await,
+            _ => None,
+        };
         let parts = ActorParts {
             facts: ProcFacts {
                 id,
@@ -220,9 +302,13 @@ impl Daemon {
             fault_injection: self.config.fault_injection,
             kernel_input_state: self.config.kernel_input_state,
             shared,
+            screen_seed,
+            carried_marks: (carried.prompt_marks, carried.last_osc_seq),
         };
-        if is_pty {
-            self.agents.register(id);
+        match carried.agent {
+            Some(record) if is_pty && record.id == id => self.agents.restore(record),
+            _ if is_pty => self.agents.register(id),
+            _ => {}
         }
         let handle = actor::start(parts, &self.tracker)?;
         self.store.track(handle.id(), handle.history_starts());
@@ -230,6 +316,39 @@ impl Daemon {
         self.record_running(id, pid).await;
         tracing::info!(proc = %id, pid, "adopted a process an earlier daemon was running");
         Ok(())
+    }
+
+    /// The last [`ADOPT_SCREEN_BYTES`] of a PTY program's output and the
+    /// offset where they end (what a screen fed with them reflects), to
+    /// rebuild its screen after a crash.
+    async fn log_tail(
+        &self,
+        id: crate::proc::ProcId,
+        shared: &crate::proc::Shared,
+    ) -> Option<(Vec<u8>, u64)> {
+        use crate::proc::StreamId;
+        let i = StreamId::Stdout.index();
+        let end = shared.end[i].load(std::sync::atomic::Ordering::Acquire);
+        let from = end
+            .saturating_sub(ADOPT_SCREEN_BYTES)
+            .max(shared.start[i].load(std::sync::atomic::Ordering::Acquire));
+        let pieces = self
+            .store
+            .read(move |c| {
+                crate::store::read_range(
+                    c,
+                    id,
+                    StreamId::Stdout,
+                    from,
+                    end,
+                    ADOPT_SCREEN_BYTES,
+                    crate::store::Keep::Tail,
+                )
+            })
+            .await
+            .ok()?;
+        let bytes: Vec<u8> = pieces.iter().flat_map(|p| p.data.iter().copied()).collect();
+        Some((bytes, end))
     }
 
     /// Waits until everything recorded so far is committed, so what a
@@ -327,6 +446,8 @@ impl Daemon {
             fault_injection: self.config.fault_injection,
             kernel_input_state: self.config.kernel_input_state,
             shared: crate::proc::Shared::default(),
+            screen_seed: None,
+            carried_marks: (0, None),
         };
         let is_pty = matches!(parts.facts.spec.stdio, Stdio::Pty(_));
         let agent = is_pty

@@ -7,7 +7,10 @@
 use bytes::Bytes;
 
 /// A managed process's id: unique for the life of the database, never reused.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
+)]
+#[serde(transparent)]
 pub(crate) struct ProcId(pub(crate) u64);
 
 impl std::fmt::Display for ProcId {
@@ -80,7 +83,7 @@ impl Chunk {
 }
 
 /// What an agent is doing.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub(crate) enum AgentState {
     /// Working on a turn.
     Running,
@@ -149,7 +152,7 @@ impl AgentState {
 }
 
 /// Where a state came from.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub(crate) enum Source {
     /// A hook report over the socket.
     Hook,

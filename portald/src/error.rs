@@ -24,6 +24,9 @@ pub(crate) enum DaemonError {
         "the token does not match process {0}; reports must come from inside it (PORTAL_SESSION_TOKEN)"
     )]
     BadToken(ProcId),
+    /// A live upgrade was refused; the daemon keeps serving.
+    #[error("upgrade refused: {0}")]
+    Upgrade(#[from] crate::upgrade::Refused),
     /// A task the daemon ran for the request failed (it panicked or was
     /// cancelled): a bug, logged.
     #[error("{what} failed inside portald: {reason}")]

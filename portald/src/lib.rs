@@ -45,11 +45,12 @@ mod sends;
 pub mod server;
 mod store;
 mod sys;
+pub mod upgrade;
 mod waits;
 
 pub use config::Config;
 pub use config::Retention;
-pub use server::{Listener, StartError, bind, run, serve};
+pub use server::{Ended, Listener, StartError, bind, run, serve};
 
 /// Detaches the daemon from whoever started it: a new session, so it has no
 /// controlling terminal and survives the client and its terminal.

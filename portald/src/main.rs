@@ -50,6 +50,11 @@ struct Args {
     /// be running)
     #[arg(long)]
     doctor: bool,
+    /// Print what this binary needs to take over from a running portald
+    /// (versions of its protocols and database schema) as JSON, and exit;
+    /// a live upgrade runs it first
+    #[arg(long = "check-upgrade")]
+    check_upgrade: bool,
 }
 
 /// Parses `1048576`, `64K`, `512M`, `4G` (powers of 1024).
@@ -119,7 +124,18 @@ fn doctor(config: &portald::Config) -> ExitCode {
 }
 
 fn main() -> ExitCode {
+    // Before anything opens a descriptor: what a replaced daemon handed over.
+    portald::upgrade::take_handover_env();
     let args = Args::parse();
+    if args.check_upgrade {
+        // The check's answer, read by the running portald (not a log line).
+        let answer = serde_json::to_string(&portald::upgrade::readiness()).unwrap_or_default();
+        let mut stdout = std::io::stdout().lock();
+        return match std::io::Write::write_all(&mut stdout, format!("{answer}\n").as_bytes()) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(_) => ExitCode::FAILURE,
+        };
+    }
     let socket = args.socket.clone().unwrap_or_else(paths::socket_path);
     let data_dir = args.data_dir.clone().unwrap_or_else(paths::data_dir);
     if args.detach {
@@ -140,6 +156,7 @@ fn main() -> ExitCode {
         return doctor(&config);
     }
     config.max_processes = args.max_processes;
+    config.self_exec = portald::config::SelfExec::current();
     config.kill_grace = Duration::from_millis(args.kill_grace_ms);
     config.retention = portald::Retention {
         per_process: args.max_log_per_process,
@@ -170,13 +187,23 @@ fn main() -> ExitCode {
             token.cancel();
         });
         match portald::run(&config, shutdown).await {
-            Ok(()) => ExitCode::SUCCESS,
+            Ok(portald::Ended::Stopped) => ExitCode::SUCCESS,
+            Ok(portald::Ended::Upgrade(handover)) => {
+                // Returns only if neither the new binary nor this one again
+                // could be exec'd; the programs stay with the holder and
+                // the next client's auto-start adopts them.
+                let err = portald::upgrade::exec(handover);
+                tracing::error!(error = %err, "cannot exec any portald; the programs wait with portal-holder for the next start");
+                ExitCode::FAILURE
+            }
             Err(portald::StartError::AlreadyRunning { socket }) => {
                 tracing::info!(socket = %socket.display(), "another portald is already running; exiting");
                 ExitCode::from(u8::try_from(EXIT_ALREADY_RUNNING).unwrap_or(1))
             }
             Err(portald::StartError::Failed(e)) => {
                 tracing::error!("{e:#}");
+                // Started by a live upgrade: go back to the binary it replaced.
+                portald::upgrade::fall_back(&format!("{e:#}"));
                 ExitCode::FAILURE
             }
         }

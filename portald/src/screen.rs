@@ -400,6 +400,21 @@ impl Screen {
         Ok(Self { view: ScreenView { inner } })
     }
 
+    /// Seeds a fresh screen with what an earlier daemon's screen showed (its
+    /// redraw, or the log's tail) as of output offset `offset`, answering no
+    /// terminal query in it: those were answered when the program asked.
+    /// Call before the first feed. Blocking (it parses).
+    pub(crate) fn restore(&self, bytes: &[u8], offset: u64) {
+        let mut m = lock(&self.view.inner.model);
+        let replier = m.replier.take();
+        m.parse(bytes);
+        // Replies the seed produced are dropped with the callbacks' buffer.
+        m.parser.callbacks_mut().replies.clear();
+        m.replier = replier;
+        m.rendered = 0;
+        m.skipped = offset;
+    }
+
     /// Appends output for the thread to parse. Never blocks on parsing.
     pub(crate) fn feed(&self, bytes: &[u8]) {
         let mut p = lock(&self.view.inner.pending);

@@ -139,6 +139,37 @@ fn tighten(path: &Path, mode: u32) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Takes the single-instance lock and removes a stale socket (which the
+/// lock proves nobody serves).
+fn take_lock(socket: &Path, lock_path: &Path) -> Result<File, StartError> {
+    let lock = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .mode(0o600)
+        .open(lock_path)
+        .with_context(|| format!("opening the lock file {}", lock_path.display()))?;
+    if !sys::try_lock_exclusive(&lock)
+        .with_context(|| format!("locking {}", lock_path.display()))?
+    {
+        return Err(StartError::AlreadyRunning { socket: socket.to_path_buf() });
+    }
+    if let Ok(meta) = std::fs::symlink_metadata(socket) {
+        use std::os::unix::fs::FileTypeExt as _;
+        if !meta.file_type().is_socket() {
+            return Err(anyhow::anyhow!(
+                "{} exists and is not a socket; portald will not delete it: move it away or choose another --socket",
+                socket.display()
+            )
+            .into());
+        }
+        tracing::info!(socket = %socket.display(), "removing a stale socket");
+        std::fs::remove_file(socket)
+            .with_context(|| format!("removing stale socket {}", socket.display()))?;
+    }
+    Ok(lock)
+}
+
 /// Prepares the directories, the lock, the database and the socket. Must be
 /// called within the tokio runtime that will serve it.
 ///
@@ -155,31 +186,16 @@ pub fn bind(config: &Config) -> Result<Listener, StartError> {
     let mut lock_name = socket.file_name().unwrap_or_default().to_owned();
     lock_name.push(".lock");
     let lock_path = socket.with_file_name(lock_name);
-    let lock = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .mode(0o600)
-        .open(&lock_path)
-        .with_context(|| format!("opening the lock file {}", lock_path.display()))?;
-    if !sys::try_lock_exclusive(&lock)
-        .with_context(|| format!("locking {}", lock_path.display()))?
-    {
-        return Err(StartError::AlreadyRunning { socket });
-    }
-    if let Ok(meta) = std::fs::symlink_metadata(&socket) {
-        use std::os::unix::fs::FileTypeExt as _;
-        if !meta.file_type().is_socket() {
-            return Err(anyhow::anyhow!(
-                "{} exists and is not a socket; portald will not delete it: move it away or choose another --socket",
-                socket.display()
-            )
-            .into());
-        }
-        tracing::info!(socket = %socket.display(), "removing a stale socket");
-        std::fs::remove_file(&socket)
-            .with_context(|| format!("removing stale socket {}", socket.display()))?;
-    }
+    // A live upgrade hands over the listening socket and the lock, still
+    // held: nobody can slip in between the two daemons.
+    let inherited = crate::upgrade::take_inherited().and_then(|mut i| {
+        crate::upgrade::keep_fallback(&mut i);
+        Some((i.lock.take()?, i.listener.take()?))
+    });
+    let (lock, inherited_listener) = match inherited {
+        Some((lock, listener)) => (File::from(lock), Some(listener)),
+        None => (take_lock(&socket, &lock_path)?, None),
+    };
     let (store, store_thread) = Store::open(&config.database(), config.retention)
         .map_err(|e| anyhow::anyhow!(e))
         .with_context(|| {
@@ -188,19 +204,37 @@ pub fn bind(config: &Config) -> Result<Listener, StartError> {
                 config.database().display()
             )
         })?;
-    let listener = portal_proto::transport::listen(&socket)
-        .with_context(|| format!("binding {}", socket.display()))?;
+    let listener = match inherited_listener {
+        Some(fd) => portal_proto::transport::Listener::from_inherited(fd)
+            .context("listening on the socket the previous portald handed over")?,
+        None => portal_proto::transport::listen(&socket)
+            .with_context(|| format!("binding {}", socket.display()))?,
+    };
     tracing::info!(socket = %socket.display(), database = %config.database().display(), "listening");
     Ok(Listener { config: config.clone(), listener, lock, lock_path, store, store_thread })
 }
 
-/// Serves until `shutdown` is cancelled, then shuts down in order.
+/// How serving ended.
+#[derive(Debug)]
+pub enum Ended {
+    /// Stopped: every program ended, the socket and lock are gone.
+    Stopped,
+    /// Handed over for a live upgrade: every program runs on, held by the
+    /// holder; the caller execs the new binary with this.
+    Upgrade(crate::upgrade::Handover),
+}
+
+/// Serves until `shutdown` is cancelled, then shuts down in order (or,
+/// for a live upgrade, hands every program over).
 ///
 /// # Errors
 /// When the socket cannot be served.
-pub async fn serve(listener: Listener, shutdown: CancellationToken) -> anyhow::Result<()> {
+pub async fn serve(listener: Listener, shutdown: CancellationToken) -> anyhow::Result<Ended> {
     let Listener { config, listener, lock, lock_path, store, store_thread } = listener;
     let socket = config.socket.clone();
+    // Kept for a live upgrade: the new binary listens on the same socket,
+    // and clients that connect during the handover wait in its backlog.
+    let listen_fd = listener.duplicate_fd().context("duplicating the listening socket")?;
     let tracker = TaskTracker::new();
     // Every program is spawned, held and reaped by the holder, so that it
     // outlives this daemon; it is started here when none runs.
@@ -225,6 +259,7 @@ pub async fn serve(listener: Listener, shutdown: CancellationToken) -> anyhow::R
         started_at_ns: sys::wall_ns(),
         started: std::time::Instant::now(),
         trim_scheduled: std::sync::atomic::AtomicBool::new(false),
+        upgrade: std::sync::Mutex::new(None),
     });
     match daemon.load_dormant(leftovers).await {
         Ok((0, _)) => {}
@@ -235,6 +270,8 @@ pub async fn serve(listener: Listener, shutdown: CancellationToken) -> anyhow::R
         ),
         Err(e) => tracing::error!(error = %e, "cannot list the processes of an earlier daemon"),
     }
+    // From here a failure is a crash like any other: the next start adopts.
+    crate::upgrade::served();
     let incoming = listener.incoming();
     let service = PortalServer::new(PortalService::new(Arc::clone(&daemon)))
         .max_decoding_message_size(portal_proto::MAX_MESSAGE_BYTES)
@@ -261,6 +298,17 @@ pub async fn serve(listener: Listener, shutdown: CancellationToken) -> anyhow::R
     };
     // Whatever ended serving, shut everything down.
     shutdown.cancel();
+    if let Some(plan) = daemon.take_upgrade() {
+        tracing::info!("handing over: every program stays with portal-holder");
+        tracker.close();
+        tracker.wait().await;
+        drop(daemon);
+        store.close().await;
+        tokio::task::spawn_blocking(move || store_thread.join()).await.ok();
+        served.context("serving gRPC")?;
+        let handover = crate::upgrade::Handover { plan, listener: listen_fd, lock: lock.into() };
+        return Ok(Ended::Upgrade(handover));
+    }
     tracing::info!("shutting down: stopping managed processes");
     tracker.close();
     tracker.wait().await;
@@ -285,14 +333,14 @@ pub async fn serve(listener: Listener, shutdown: CancellationToken) -> anyhow::R
     }
     drop(lock);
     tracing::info!("portald stopped");
-    served.context("serving gRPC")
+    served.context("serving gRPC").map(|()| Ended::Stopped)
 }
 
 /// Binds and serves: the daemon's whole life.
 ///
 /// # Errors
 /// As [`bind`] and [`serve`].
-pub async fn run(config: &Config, shutdown: CancellationToken) -> Result<(), StartError> {
+pub async fn run(config: &Config, shutdown: CancellationToken) -> Result<Ended, StartError> {
     let listener = bind(config)?;
     serve(listener, shutdown).await.map_err(StartError::Failed)
 }

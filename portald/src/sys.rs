@@ -320,6 +320,41 @@ pub(crate) fn readable_now(fd: std::os::fd::RawFd) -> bool {
     })
 }
 
+/// Takes ownership of a descriptor this process inherited across `exec`
+/// by number (a live upgrade names them in the environment). `None` when
+/// no such descriptor is open.
+pub(crate) fn take_inherited_fd(fd: std::os::fd::RawFd) -> Option<std::os::fd::OwnedFd> {
+    use std::os::fd::FromRawFd as _;
+    // SAFETY: F_GETFD only reads the descriptor's flags; an fd that is not
+    // open fails with EBADF and nothing else happens.
+    if fd < 0 || unsafe { libc::fcntl(fd, libc::F_GETFD) } < 0 {
+        return None;
+    }
+    // SAFETY: the descriptor is open, was passed across exec for this
+    // process to own, and is taken once, at startup, before anything else
+    // could have claimed its number.
+    Some(unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) })
+}
+
+/// Blocks until `fd` has something to read (or has hung up) or `stop` is
+/// readable. Returns true when `stop` is: the caller must not read on. A
+/// poll that fails for another reason returns false, and the caller's
+/// blocking read reports what is wrong.
+pub(crate) fn wait_readable_or(
+    fd: std::os::fd::BorrowedFd<'_>,
+    stop: std::os::fd::BorrowedFd<'_>,
+) -> bool {
+    use rustix::event::{PollFd, PollFlags};
+    loop {
+        let mut fds = [PollFd::new(&stop, PollFlags::IN), PollFd::new(&fd, PollFlags::IN)];
+        match rustix::event::poll(&mut fds, None) {
+            Ok(_) => return fds[0].revents().contains(PollFlags::IN),
+            Err(rustix::io::Errno::INTR) => {}
+            Err(_) => return false,
+        }
+    }
+}
+
 /// Lowers the calling thread's CPU priority (Linux nice values are per
 /// thread). Used by screen threads: under bulk output the program, the
 /// reader and the log come first, and the screen coalesces what it missed.

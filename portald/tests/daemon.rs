@@ -3,99 +3,13 @@
 //! settings (the child subreaper flag) apply to it, not to the test process.
 #![allow(clippy::unwrap_used, reason = "a test fails loudly on the first unexpected error")]
 
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::Duration;
+use std::process::Command;
 
 use portal_proto::client::Client;
 use portal_proto::v1 as pb;
 
-const BOUND: Duration = Duration::from_secs(10);
-
-fn dir() -> tempfile::TempDir {
-    tempfile::Builder::new().prefix("pd").tempdir_in("/tmp").unwrap()
-}
-
-/// A `portald` child and the lines of its log, so tests wait on what the
-/// daemon reports ("listening", "reaped orphans") instead of polling.
-struct Daemon {
-    child: Child,
-    socket: PathBuf,
-    log: tokio::sync::mpsc::UnboundedReceiver<String>,
-}
-
-fn spawn_daemon(dir: &Path) -> Daemon {
-    let socket = dir.join("s").join("portald.sock");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_portald"))
-        .arg("--socket")
-        .arg(&socket)
-        .arg("--data-dir")
-        .arg(dir.join("data"))
-        .arg("--kill-grace-ms")
-        .arg("500")
-        .arg("--log")
-        .arg("info,portald::server=debug")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let (tx, log) = tokio::sync::mpsc::unbounded_channel();
-    let stderr = child.stderr.take().unwrap();
-    // Drains the log to the end (so the daemon never blocks on it), shows
-    // it in the test's output, and hands each line to the test.
-    std::thread::spawn(move || {
-        use std::io::BufRead as _;
-        for line in std::io::BufReader::new(stderr).lines().map_while(Result::ok) {
-            eprintln!("{line}");
-            let _ = tx.send(line);
-        }
-    });
-    Daemon { child, socket, log }
-}
-
-impl Daemon {
-    /// Waits, bounded, for a log line that satisfies `found`.
-    async fn wait_log(&mut self, what: &str, found: impl Fn(&str) -> bool) {
-        let seen = tokio::time::timeout(BOUND, async {
-            while let Some(line) = self.log.recv().await {
-                if found(&line) {
-                    return true;
-                }
-            }
-            false
-        })
-        .await;
-        assert_eq!(seen, Ok(true), "portald never logged {what}");
-    }
-
-    /// Connects once the daemon reports that it listens (connections made
-    /// before it serves wait in the socket's backlog).
-    async fn connect(&mut self) -> Client {
-        self.wait_log("that it listens", |l| l.contains("listening")).await;
-        Client::connect(&self.socket).await.unwrap()
-    }
-}
-
-/// Waits for the daemon to exit without blocking the test's runtime (its
-/// client connections must keep running for a graceful shutdown).
-async fn wait_child(mut child: Child) -> std::process::ExitStatus {
-    let waited = tokio::task::spawn_blocking(move || child.wait());
-    tokio::time::timeout(BOUND, waited)
-        .await
-        .expect("portald exits within the bound")
-        .unwrap()
-        .unwrap()
-}
-
-fn is_dead(pid: u32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Err(_) => true,
-        Ok(stat) => {
-            stat.rsplit_once(')').is_some_and(|(_, rest)| rest.trim_start().starts_with(['Z', 'X']))
-        }
-    }
-}
+mod common;
+use common::*;
 
 #[tokio::test]
 async fn sigterm_stops_children_and_removes_the_socket() {
@@ -124,11 +38,6 @@ async fn sigterm_stops_children_and_removes_the_socket() {
     assert!(is_dead(p.pid) && is_dead(stubborn.pid));
     assert!(!socket.exists(), "socket left behind");
     assert!(!socket.with_file_name("portald.sock.lock").exists(), "lock file left behind");
-}
-
-/// Sends a signal with the `kill` utility (keeps `unsafe` out of tests).
-fn unsafe_free_kill(pid: u32, sig: &str) -> bool {
-    Command::new("kill").arg(format!("-{sig}")).arg(pid.to_string()).status().unwrap().success()
 }
 
 #[tokio::test]
@@ -435,50 +344,6 @@ async fn plain_client_as_another_user() {
     }
 }
 
-/// Follows a process's output from its start until `needle` appeared.
-async fn follow_bytes_text(rpc: &mut Rpc, id: u64, needle: &str) {
-    let req = pb::FollowRequest {
-        proc: Some(pb::ProcRef { target: Some(pb::proc_ref::Target::Id(id)) }),
-        from_start: true,
-        ..Default::default()
-    };
-    let mut events = rpc.follow(req).await.unwrap().into_inner();
-    let mut seen = Vec::new();
-    tokio::time::timeout(BOUND, async {
-        while !String::from_utf8_lossy(&seen).contains(needle) {
-            match events.message().await.unwrap().and_then(|e| e.event) {
-                Some(pb::follow_event::Event::Output(r)) => seen.extend_from_slice(&r.data),
-                Some(_) => {}
-                None => panic!("the stream ended before {needle:?}"),
-            }
-        }
-    })
-    .await
-    .unwrap_or_else(|_| panic!("{needle:?} not printed within {BOUND:?}"));
-}
-
-/// Waits, bounded, until a process has ended; returns it.
-async fn wait_end(rpc: &mut Rpc, id: u64) -> pb::Process {
-    let by_id = Some(pb::ProcRef { target: Some(pb::proc_ref::Target::Id(id)) });
-    let req = pb::FollowRequest { proc: by_id.clone(), from_start: true, ..Default::default() };
-    let mut events = rpc.follow(req).await.unwrap().into_inner();
-    tokio::time::timeout(BOUND, async {
-        loop {
-            let p =
-                rpc.inspect(pb::InspectRequest { proc: by_id.clone() }).await.unwrap().into_inner();
-            if p.status() != pb::Status::Running {
-                return p;
-            }
-            if events.message().await.unwrap().is_none() {
-                let p = rpc.inspect(pb::InspectRequest { proc: by_id.clone() }).await.unwrap();
-                return p.into_inner();
-            }
-        }
-    })
-    .await
-    .unwrap_or_else(|_| panic!("process {id} did not end within {BOUND:?}"))
-}
-
 /// Follows a process's output until it printed `name=<pid>` for every name.
 async fn pids_printed(rpc: &mut Rpc, id: u64, names: &[&str]) -> Vec<u32> {
     let follow = pb::FollowRequest {
@@ -509,8 +374,6 @@ async fn pids_printed(rpc: &mut Rpc, id: u64, names: &[&str]) -> Vec<u32> {
     .await
     .expect("the program printed the pids within the bound")
 }
-
-type Rpc = pb::portal_client::PortalClient<tonic::transport::Channel>;
 
 /// A script that starts a process in a session of its own with an
 /// environment of its own (so only the process tree leads to it while its

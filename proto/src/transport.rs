@@ -146,6 +146,34 @@ impl Listener {
         self.0.accept().await.map(Conn::new)
     }
 
+    /// A duplicate of the listening descriptor, for the daemon that replaces
+    /// this one in place (a live upgrade): connections made meanwhile wait in
+    /// the kernel's backlog instead of being refused.
+    ///
+    /// # Errors
+    /// When the descriptor cannot be duplicated.
+    #[cfg(unix)]
+    pub fn duplicate_fd(&self) -> io::Result<std::os::fd::OwnedFd> {
+        use std::os::fd::AsFd as _;
+        match &self.0 {
+            local::Listener::UdSocket(l) => l.as_fd().try_clone_to_owned(),
+        }
+    }
+
+    /// Listens on a descriptor an earlier daemon handed over (see
+    /// [`Listener::duplicate_fd`]); the socket file stays as it is.
+    ///
+    /// # Errors
+    /// When `fd` is not a listening socket. Must be called within a tokio
+    /// runtime.
+    #[cfg(unix)]
+    pub fn from_inherited(fd: std::os::fd::OwnedFd) -> io::Result<Self> {
+        use interprocess::os::unix::uds_local_socket::tokio::Listener as Uds;
+        let mut listener = local::Listener::from(Uds::try_from(fd)?);
+        listener.do_not_reclaim_name_on_drop();
+        Ok(Self(listener))
+    }
+
     /// Every connection, as a stream for tonic's `serve_with_incoming`.
     pub fn incoming(self) -> impl futures_core::Stream<Item = io::Result<Conn>> + Send {
         futures_util::stream::unfold(self, |listener| async move {

@@ -62,7 +62,7 @@ pub struct TestDaemon {
     pub dir: tempfile::TempDir,
     /// Cancels the daemon.
     pub shutdown: CancellationToken,
-    task: Option<JoinHandle<anyhow::Result<()>>>,
+    task: Option<JoinHandle<anyhow::Result<portald::Ended>>>,
 }
 
 impl TestDaemon {
@@ -119,7 +119,9 @@ impl Drop for TestDaemon {
 ///
 /// # Panics
 /// When the daemon cannot bind.
-pub fn serve_in(config: &portald::Config) -> (JoinHandle<anyhow::Result<()>>, CancellationToken) {
+pub fn serve_in(
+    config: &portald::Config,
+) -> (JoinHandle<anyhow::Result<portald::Ended>>, CancellationToken) {
     let listener = portald::bind(config).expect("bind the test daemon");
     let shutdown = CancellationToken::new();
     (tokio::spawn(portald::serve(listener, shutdown.clone())), shutdown)

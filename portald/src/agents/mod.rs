@@ -42,8 +42,8 @@ use crate::store::Store;
 /// database.
 const TRANSITION_RING: usize = 4096;
 
-/// An agent record.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// An agent record (carried to the next daemon at a live upgrade).
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub(crate) struct AgentRecord {
     /// Process id.
     pub(crate) id: ProcId,
@@ -403,6 +403,17 @@ impl Agents {
         let (wall, mono) = now();
         let record = AgentRecord::new(id, wall, mono);
         self.lock().entries.insert(id, Entry { record, instance: Instance::default() });
+    }
+
+    /// Adds the record an earlier daemon had for a process it handed over.
+    pub(crate) fn restore(&self, record: AgentRecord) {
+        let id = record.id;
+        // A hook or OSC report outranks guesses for the rest of this
+        // instance, as it did before the handover.
+        let authoritative = matches!(record.source, Source::Hook | Source::Osc);
+        let instance = Instance { authoritative, ..Instance::default() };
+        self.lock().entries.insert(id, Entry { record, instance });
+        self.changed.send_modify(|_| {});
     }
 
     /// Forgets a process (cleanup). Waiters see it vanish.

@@ -41,6 +41,10 @@ impl PortalService {
 
 type Reply<T> = Result<Response<T>, Status>;
 
+/// What a stream cut by a live upgrade ends with (code UNAVAILABLE: retry).
+const HANDOVER_MESSAGE: &str = "portald is being replaced by a new version (live upgrade); \
+     every program runs on: reconnect and continue from the last offset you got";
+
 fn ok<T>(v: T) -> Reply<T> {
     Ok(Response::new(v))
 }
@@ -51,6 +55,7 @@ impl Portal for PortalService {
         let d = &self.daemon;
         let (all, running) = d.counts();
         let health = d.store.health();
+        let (upgraded_from, upgrade_error) = crate::upgrade::last_upgrade();
         ok(pb::GetInfoResponse {
             daemon_version: env!("CARGO_PKG_VERSION").into(),
             protocol_version: portal_proto::PROTOCOL_VERSION,
@@ -67,6 +72,8 @@ impl Portal for PortalService {
             log_bytes_trimmed: health.trimmed,
             log_bytes_dropped: health.dropped,
             storage_error: health.error.unwrap_or_default(),
+            upgraded_from: upgraded_from.unwrap_or_default(),
+            upgrade_error: upgrade_error.unwrap_or_default(),
         })
     }
 
@@ -221,6 +228,16 @@ impl Portal for PortalService {
             };
             Ok(pb::FollowEvent { event: Some(event) })
         });
+        // A follow cut by a live upgrade says so: the client reconnects and
+        // continues from the last offset it got.
+        let daemon = Arc::clone(&self.daemon);
+        let handover = futures::stream::once(async move {
+            daemon.holding.is_detaching().then(|| Err(Status::unavailable(HANDOVER_MESSAGE)))
+        });
+        let stream = futures::StreamExt::chain(
+            stream,
+            futures::StreamExt::filter_map(handover, |x| async { x }),
+        );
         ok(Box::pin(stream))
     }
 
@@ -321,6 +338,20 @@ impl Portal for PortalService {
         }
         let row = self.daemon.program_record(program.clone(), req.needs_pty, req.notes).await?;
         ok(convert::program_pb(program, Some(row)))
+    }
+
+    async fn upgrade(&self, req: Request<pb::UpgradeRequest>) -> Reply<pb::UpgradeResponse> {
+        let req = req.into_inner();
+        let binary = (!req.binary.is_empty()).then(|| std::path::PathBuf::from(req.binary));
+        tracing::info!(binary = ?binary, "live upgrade requested by a client");
+        let accepted = self.daemon.upgrade(binary).await?;
+        ok(pb::UpgradeResponse {
+            from_version: env!("CARGO_PKG_VERSION").into(),
+            to_version: accepted.to_version,
+            binary: accepted.binary.to_string_lossy().into_owned(),
+            running: u32::try_from(accepted.running).unwrap_or(u32::MAX),
+            pid: std::process::id(),
+        })
     }
 
     async fn shutdown(&self, _: Request<pb::ShutdownRequest>) -> Reply<pb::ShutdownResponse> {

@@ -20,6 +20,7 @@ pub(crate) fn code(err: &DaemonError) -> Code {
         DaemonError::Hooks(HookError::Malformed { .. }) => Code::FailedPrecondition,
         DaemonError::Hooks(HookError::Io { .. }) | DaemonError::Task { .. } => Code::Internal,
         DaemonError::BadToken(_) => Code::PermissionDenied,
+        DaemonError::Upgrade(_) => Code::FailedPrecondition,
     }
 }
 
@@ -114,6 +115,7 @@ mod tests {
         let daemon: Vec<(DaemonError, Code)> = vec![
             (DaemonError::BadToken(ProcId(1)), Code::PermissionDenied),
             (DaemonError::Task { what: "x", reason: "panicked".into() }, Code::Internal),
+            (DaemonError::Upgrade(crate::upgrade::Refused::Busy), Code::FailedPrecondition),
             (
                 DaemonError::Hooks(HookError::Malformed {
                     path: "/h/settings.json".into(),
@@ -150,7 +152,7 @@ mod tests {
     }
 
     /// How many variants [`variant`] names.
-    const VARIANTS: usize = 21;
+    const VARIANTS: usize = 22;
 
     /// A process error's variant.
     fn proc_variant(e: &ProcError) -> &'static str {
@@ -183,6 +185,7 @@ mod tests {
             DaemonError::Hooks(HookError::Io { .. }) => "Hooks::Io",
             DaemonError::BadToken(_) => "BadToken",
             DaemonError::Task { .. } => "Task",
+            DaemonError::Upgrade(_) => "Upgrade",
         }
     }
 

@@ -90,6 +90,12 @@ pub(crate) struct ActorParts {
     /// Counters and offsets: fresh for a new program, the log's for one
     /// adopted from an earlier daemon (its output continues where it was).
     pub(crate) shared: Shared,
+    /// What an earlier daemon's screen showed, as bytes to parse, and the
+    /// output offset they reflect (an adopted PTY program).
+    pub(crate) screen_seed: Option<(Vec<u8>, u64)>,
+    /// Prompt marks and the last OSC 3008 sequence number an earlier daemon
+    /// had seen.
+    pub(crate) carried_marks: (u64, Option<u64>),
 }
 
 /// Starts the actor on `tracker` and returns the handle.
@@ -104,6 +110,8 @@ pub(crate) fn start(parts: ActorParts, tracker: &TaskTracker) -> Result<ProcHand
         agents,
         kernel_input_state,
         shared,
+        screen_seed,
+        carried_marks,
     } = parts;
     let id = facts.id;
     let size = match facts.spec.stdio {
@@ -118,6 +126,9 @@ pub(crate) fn start(parts: ActorParts, tracker: &TaskTracker) -> Result<ProcHand
             )),
             None => None,
         };
+    if let (Some(screen), Some((bytes, offset))) = (&screen, screen_seed) {
+        screen.restore(&bytes, offset);
+    }
     let shared = Arc::new(shared);
     shared.touch();
     let (state_tx, state_rx) = watch::channel(Published { status: ProcStatus::Running, size });
@@ -166,11 +177,12 @@ pub(crate) fn start(parts: ActorParts, tracker: &TaskTracker) -> Result<ProcHand
         open_streams: streams,
         warned_store: false,
         osc: crate::osc::OscScanner::default(),
-        prompt_marks: 0,
+        prompt_marks: carried_marks.0,
+        handing_over: false,
         agents,
         foreground: Foreground::default(),
         lineage,
-        last_osc_seq: None,
+        last_osc_seq: carried_marks.1,
         clock_base: (Instant::now(), sys::monotonic_ns()),
         input_watch: InputWatch {
             target: input_target.filter(|_| kernel_input_state),
@@ -277,6 +289,10 @@ pub(crate) struct ProcActor {
     clock_base: (Instant, i64),
     /// What the input state is decided from.
     input_watch: InputWatch,
+    /// The daemon hands its programs over (a live upgrade): the program
+    /// keeps running, the readers stop at a chunk boundary, and this actor
+    /// leaves its state with the holder instead of ending anything.
+    handing_over: bool,
 }
 
 /// The PTY's foreground process group, as agent discovery follows it.
@@ -310,6 +326,10 @@ struct InputWatch {
     /// When the last sweep decided, and what.
     last_probe: Option<(Instant, InputState)>,
 }
+
+/// How long a handover waits for a program to read the input queued for
+/// it: a program that reads nothing must not hold an upgrade up.
+const HANDOVER_INPUT_GRACE: Duration = Duration::from_secs(2);
 
 /// How old the shared scan of `/proc` may be for a sweep's probe (the list
 /// shows the state; waits always probe afresh).
@@ -360,6 +380,10 @@ impl ProcActor {
                 ev = output.recv(), if self.open_streams > 0 => match ev {
                     Some(OutputEvent::Data(stream, data)) => self.on_output(stream, data).await,
                     Some(OutputEvent::Eof) => self.open_streams -= 1,
+                    Some(OutputEvent::Detached) => {
+                        self.handing_over = true;
+                        self.open_streams -= 1;
+                    }
                     None => self.open_streams = 0,
                 },
                 res = &mut exit_rx, if exit_pending => {
@@ -387,8 +411,23 @@ impl ProcActor {
                 }
                 () = self.cancel.cancelled(), if !stopping => {
                     stopping = true;
-                    self.on_shutdown().await;
+                    if self.holding.is_detaching() {
+                        self.handing_over = true;
+                    } else {
+                        self.on_shutdown().await;
+                    }
                 }
+            }
+            if self.handing_over {
+                if self.ending == Ending::Done {
+                    // Ended and recorded before the handover: nothing to carry.
+                    return;
+                }
+                if self.open_streams == 0 {
+                    self.hand_over().await;
+                    return;
+                }
+                continue;
             }
             if self.ending != Ending::Done && self.exit.is_some() && self.open_streams == 0 {
                 self.finalize().await;
@@ -610,6 +649,10 @@ impl ProcActor {
     }
 
     async fn on_deadline(&mut self) {
+        if self.handing_over {
+            // The next daemon takes up draining and timeouts.
+            return;
+        }
         match self.ending {
             Ending::No => {
                 let Some(timeout) = self.idle_timeout else { return };
@@ -655,7 +698,7 @@ impl ProcActor {
     }
 
     async fn on_abandoned(&mut self) {
-        if self.exit.is_none() {
+        if self.exit.is_none() && !self.handing_over {
             tracing::warn!(proc = %self.id(), "every handle dropped while running; killing the tree");
             self.kill_tree(EndReason::Killed).await;
         }
@@ -741,6 +784,44 @@ impl ProcActor {
             let _ = w.send(status);
         }
         tracing::info!(proc = %self.id(), status = status.as_str(), "process ended");
+    }
+
+    /// Leaves the program with the holder for the next daemon: the input
+    /// queued so far is written (for a bounded time), and the state that
+    /// lives only in memory is left as the program's holder meta. Nothing
+    /// is signalled, released or recorded as ended.
+    async fn hand_over(&mut self) {
+        let id = self.id();
+        if let Some(written) = self.input.detach()
+            && tokio::time::timeout(HANDOVER_INPUT_GRACE, written).await.is_err()
+        {
+            tracing::warn!(
+                proc = %id,
+                unwritten = self.input.pending(),
+                "the program did not read its input during the handover; what it has not read is dropped"
+            );
+        }
+        let screen = match &self.screen {
+            Some(screen) => {
+                let view = screen.view();
+                tokio::task::spawn_blocking(move || view.redraw())
+                    .await
+                    .ok()
+                    .map(|(bytes, offset)| (String::from_utf8_lossy(&bytes).into_owned(), offset))
+            }
+            None => None,
+        };
+        let carried = super::handover::Carried {
+            token: Some(self.facts.token.clone()),
+            handed_over: true,
+            cursors: Some(*self.shared.cursors()),
+            agent: self.agents.get(id),
+            prompt_marks: self.prompt_marks,
+            last_osc_seq: self.last_osc_seq,
+            screen,
+        };
+        self.holding.set_meta(id, carried.to_meta());
+        tracing::info!(proc = %id, "handed over to the next daemon");
     }
 
     fn status(&self) -> ProcStatus {

@@ -8,8 +8,9 @@
 //! too, so tree sweeps need not read their environments.
 
 use std::collections::{HashMap, HashSet};
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsFd as _, BorrowedFd, OwnedFd};
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use portal_holder::client::{Adoptable, Client, HolderError};
@@ -32,6 +33,12 @@ struct Book {
 pub(crate) struct Holding {
     client: Arc<Client>,
     book: Arc<Mutex<Book>>,
+    /// Readable once the daemon hands its programs over (a live upgrade):
+    /// every reader thread polls it beside its stream and stops at a chunk
+    /// boundary, leaving what it has not read in the kernel for the next
+    /// daemon.
+    detach: OwnedFd,
+    detaching: AtomicBool,
 }
 
 impl std::fmt::Debug for Holding {
@@ -72,7 +79,10 @@ impl Holding {
             }
         });
         let (client, held) = Client::connect(socket, binary, on_exit)?;
-        Ok((Arc::new(Self { client, book }), held))
+        let detach = rustix::event::eventfd(0, rustix::event::EventfdFlags::CLOEXEC)
+            .map_err(|e| HolderError::Io(std::io::Error::from(e)))?;
+        let detaching = AtomicBool::new(false);
+        Ok((Arc::new(Self { client, book, detach, detaching }), held))
     }
 
     /// The holder's pid: the parent of every program, where their orphans go.
@@ -120,6 +130,33 @@ impl Holding {
     /// leftover).
     pub(crate) fn is_managed(&self, pid: u32) -> bool {
         lock(&self.book).running.contains(&pid)
+    }
+
+    /// What reader threads poll to learn that the daemon hands over.
+    pub(crate) fn detach_signal(&self) -> BorrowedFd<'_> {
+        self.detach.as_fd()
+    }
+
+    /// Starts the handover: every reader stops at its next chunk boundary,
+    /// and closing input no longer closes the holder's copy.
+    pub(crate) fn detach_all(&self) {
+        self.detaching.store(true, Ordering::Release);
+        if let Err(e) = rustix::io::write(&self.detach, &1u64.to_ne_bytes()) {
+            tracing::error!(error = %e, "cannot signal the reader threads to detach");
+        }
+    }
+
+    /// Whether the daemon is handing its programs over.
+    pub(crate) fn is_detaching(&self) -> bool {
+        self.detaching.load(Ordering::Acquire)
+    }
+
+    /// Leaves `meta` with the holder for the program `id`: what the next
+    /// daemon needs to continue it exactly (cursors, agent state, screen).
+    pub(crate) fn set_meta(&self, id: ProcId, meta: String) {
+        if let Err(e) = self.client.set_meta(id.0, meta) {
+            tracing::warn!(proc = %id, error = %e, "cannot leave the handover state with portal-holder");
+        }
     }
 
     /// Tells the holder a pipe program's input is closed.

@@ -9,6 +9,7 @@
 //!   kernel first.
 
 pub(crate) mod actor;
+pub(crate) mod handover;
 pub(crate) mod holding;
 pub(crate) mod input;
 pub(crate) mod keys;

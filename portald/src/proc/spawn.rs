@@ -49,6 +49,9 @@ pub(crate) enum OutputEvent {
     Data(StreamId, Bytes),
     /// A stream reached its end.
     Eof,
+    /// A reader stopped for the handover: everything it read was sent
+    /// before this; the rest waits in the kernel for the next daemon.
+    Detached,
 }
 
 /// A program that was started, with the ends of its I/O threads.
@@ -116,6 +119,9 @@ enum InputMsg {
     /// Pause before the next write (between a prompt and its Enter).
     Gap(std::time::Duration),
     Close,
+    /// Stop after what is queued, leaving input open: the next daemon
+    /// writes on.
+    Detach,
 }
 
 /// Sends input to the writer thread; counts bytes not yet written.
@@ -123,6 +129,8 @@ enum InputMsg {
 pub(crate) struct InputWriter {
     tx: Option<std::sync::mpsc::Sender<InputMsg>>,
     pending: Arc<AtomicUsize>,
+    /// Fires when the writer thread has ended.
+    finished: Option<oneshot::Receiver<()>>,
 }
 
 /// Queues bytes for the writer thread, counting them as unread (for this
@@ -180,6 +188,17 @@ impl InputWriter {
             // The thread may already be gone (program exited); nothing to close then.
             let _ = tx.send(InputMsg::Close);
         }
+    }
+
+    /// Stops the writer after what is queued without closing the
+    /// program's input (the handover). The receiver fires once everything
+    /// queued is written.
+    pub(crate) fn detach(&mut self) -> Option<oneshot::Receiver<()>> {
+        if let Some(tx) = self.tx.take() {
+            // The thread may already be gone (program exited): then it is done.
+            let _ = tx.send(InputMsg::Detach);
+        }
+        self.finished.take()
     }
 
     /// True once closed.
@@ -246,6 +265,8 @@ pub(crate) fn child_env(
     socket: &Path,
 ) -> BTreeMap<std::ffi::OsString, std::ffi::OsString> {
     let mut env: BTreeMap<_, _> = std::env::vars_os().collect();
+    // What one daemon handed the next is no business of its programs.
+    env.remove(std::ffi::OsStr::new(crate::upgrade::HANDOVER_ENV));
     for (k, v) in &spec.env {
         env.insert(k.into(), v.into());
     }
@@ -357,10 +378,9 @@ fn bridge_pty(
     let writer =
         primary.0.try_clone().map(std::fs::File::from).map_err(io_err(id, "dup PTY primary"))?;
     let (out_tx, output) = mpsc::channel(OUTPUT_QUEUE_CHUNKS);
-    start_reader(id, "out", StreamId::Stdout, reader, out_tx)
+    start_reader(id, "out", StreamId::Stdout, reader, out_tx, Arc::clone(holding))
         .map_err(io_err(id, "start I/O threads"))?;
     let input = start_writer(id, writer, None).map_err(io_err(id, "start I/O threads"))?;
-    let _ = holding;
     let input_target = primary.tty_rdev().map(|rdev| InputTarget::Tty { rdev });
     Ok(Bridged { output, streams: 1, input, primary: Some(primary), input_target, id })
 }
@@ -385,13 +405,15 @@ fn bridge_pipes(
         }
     };
     let (out_tx, output) = mpsc::channel(OUTPUT_QUEUE_CHUNKS);
-    start_reader(id, "out", StreamId::Stdout, std::fs::File::from(stdout), out_tx.clone())
+    let file = std::fs::File::from;
+    start_reader(id, "out", StreamId::Stdout, file(stdout), out_tx.clone(), Arc::clone(holding))
         .and_then(|()| {
-            start_reader(id, "err", StreamId::Stderr, std::fs::File::from(stderr), out_tx)
+            start_reader(id, "err", StreamId::Stderr, file(stderr), out_tx, Arc::clone(holding))
         })
         .map_err(io_err(id, "start I/O threads"))?;
     let Some(stdin) = stdin else {
-        let input = InputWriter { tx: None, pending: Arc::new(AtomicUsize::new(0)) };
+        let input =
+            InputWriter { tx: None, pending: Arc::new(AtomicUsize::new(0)), finished: None };
         return Ok(Bridged { output, streams: 2, input, primary: None, input_target: None, id });
     };
     let input_target = std::fs::File::from(stdin.try_clone().map_err(io_err(id, "dup input"))?)
@@ -456,18 +478,30 @@ fn thread(name: String) -> std::thread::Builder {
 /// on into the same buffer and sends one larger chunk, so bulk output
 /// costs the actor, the log and the screen a fraction of the messages, and
 /// a lone prompt still goes out the moment it is read.
+///
+/// Between chunks it waits on its stream and on the holding's detach
+/// signal together: at a handover it stops there, with every byte it read
+/// already sent, and what it did not read stays in the kernel for the next
+/// daemon, so the log continues without a gap or a repeat.
 fn start_reader(
     id: ProcId,
     tag: &str,
     stream: StreamId,
-    mut src: impl Read + std::os::fd::AsRawFd + Send + 'static,
+    mut src: std::fs::File,
     tx: mpsc::Sender<OutputEvent>,
+    holding: Arc<Holding>,
 ) -> std::io::Result<()> {
+    use std::os::fd::AsFd as _;
     thread(format!("{tag}-{id}")).spawn(move || {
         let mut buf = vec![0u8; READ_CHUNK_BYTES];
         let fd = src.as_raw_fd();
         let mut eof = false;
         while !eof {
+            if sys::wait_readable_or(src.as_fd(), holding.detach_signal()) {
+                // The actor may be gone already; then nobody waits for it.
+                let _ = tx.blocking_send(OutputEvent::Detached);
+                return;
+            }
             let mut n = 0;
             loop {
                 match src.read(&mut buf[n..]) {
@@ -512,10 +546,12 @@ fn start_writer(
     holding: Option<Arc<Holding>>,
 ) -> std::io::Result<InputWriter> {
     let (tx, rx) = std::sync::mpsc::channel::<InputMsg>();
+    let (finished_tx, finished) = oneshot::channel();
     let pending = Arc::new(AtomicUsize::new(0));
     let counter = Arc::clone(&pending);
     thread(format!("in-{id}")).spawn(move || {
         let mut broken = false;
+        let mut detached = false;
         while let Ok(msg) = rx.recv() {
             match msg {
                 InputMsg::Data(data) => {
@@ -533,6 +569,10 @@ fn start_writer(
                 )]
                 InputMsg::Gap(d) => std::thread::sleep(d.min(MAX_INPUT_GAP)),
                 InputMsg::Close => break,
+                InputMsg::Detach => {
+                    detached = true;
+                    break;
+                }
             }
         }
         // Whatever was queued behind the close is dropped: account for it.
@@ -547,12 +587,16 @@ fn start_writer(
         // Dropping `dst` closes the daemon's end of the pipe, and the holder
         // closes its own (EOF for the program); for a PTY it is one of the
         // primary's descriptors (the program sees nothing).
+        // At a handover the holder's copy stays open: the next daemon
+        // writes on.
         drop(dst);
-        if let Some(h) = holding {
+        if let Some(h) = holding.filter(|h| !detached && !h.is_detaching()) {
             h.close_input(id);
         }
+        // Nobody may wait for it (no handover).
+        let _ = finished_tx.send(());
     })?;
-    Ok(InputWriter { tx: Some(tx), pending })
+    Ok(InputWriter { tx: Some(tx), pending, finished: Some(finished) })
 }
 
 #[cfg(test)]

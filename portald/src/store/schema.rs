@@ -15,6 +15,9 @@ use rusqlite::Connection;
 use super::StoreError;
 
 /// Each entry migrates from version `i` to `i + 1`.
+/// The newest schema this binary knows (what a live upgrade compares).
+pub(crate) const VERSION: usize = MIGRATIONS.len();
+
 const MIGRATIONS: &[&str] = &[
     // 1: initial schema.
     r"
