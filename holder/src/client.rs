@@ -64,8 +64,27 @@ pub struct Adoptable {
     pub fds: Vec<OwnedFd>,
 }
 
-/// Called with every exit the holder reports: (process id, how).
-pub type OnExit = Box<dyn Fn(u64, Exit) + Send + Sync>;
+/// What the holder reports on its own.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Notice {
+    /// A program ended.
+    Exited {
+        /// Which program.
+        proc_id: u64,
+        /// How.
+        exit: Exit,
+    },
+    /// An orphan of a program's tree ended and was reaped.
+    OrphanReaped {
+        /// Its pid.
+        pid: u32,
+        /// How.
+        exit: Exit,
+    },
+}
+
+/// Called with everything the holder reports on its own.
+pub type OnNotice = Box<dyn Fn(Notice) + Send + Sync>;
 
 /// A spawn's answer, with the process it is for.
 type SpawnAnswer = (u64, Result<(u32, Vec<OwnedFd>), String>);
@@ -95,7 +114,7 @@ impl Client {
     pub fn connect(
         socket: &Path,
         binary: &Path,
-        on_exit: OnExit,
+        on_notice: OnNotice,
     ) -> Result<(Arc<Self>, Vec<Adoptable>), HolderError> {
         let sock = match UnixStream::connect(socket) {
             Ok(s) => s,
@@ -134,7 +153,7 @@ impl Client {
         let (answer_tx, answers) = mpsc::channel();
         let reader = sock.try_clone()?;
         std::thread::Builder::new().name("holder-events".into()).spawn(move || {
-            events(&reader, &answer_tx, &on_exit);
+            events(&reader, &answer_tx, &on_notice);
         })?;
         let client = Arc::new(Self {
             sock,
@@ -222,7 +241,7 @@ fn fd_count(h: &Held) -> usize {
 }
 
 /// The reader thread: answers spawns, reports exits, until the holder goes.
-fn events(sock: &UnixStream, answers: &mpsc::Sender<SpawnAnswer>, on_exit: &OnExit) {
+fn events(sock: &UnixStream, answers: &mpsc::Sender<SpawnAnswer>, on_notice: &OnNotice) {
     while let Ok(Some((event, fds))) = wire::recv::<Event>(sock) {
         match event {
             Event::Spawned { proc_id, pid } => {
@@ -231,7 +250,8 @@ fn events(sock: &UnixStream, answers: &mpsc::Sender<SpawnAnswer>, on_exit: &OnEx
             Event::SpawnFailed { proc_id, error } => {
                 let _ = answers.send((proc_id, Err(error)));
             }
-            Event::Exited { proc_id, exit } => on_exit(proc_id, exit),
+            Event::Exited { proc_id, exit } => on_notice(Notice::Exited { proc_id, exit }),
+            Event::Reaped { pid, exit } => on_notice(Notice::OrphanReaped { pid, exit }),
             Event::Welcome { .. } => {}
         }
     }

@@ -251,16 +251,21 @@ impl Holder {
                     let pid = u32::try_from(pid.as_raw_nonzero().get()).unwrap_or(0);
                     let exit =
                         Exit { code: status.exit_status(), signal: status.terminating_signal() };
-                    let Some((proc_id, p)) =
-                        self.programs.iter_mut().find(|(_, p)| p.pid == pid && p.exit.is_none())
-                    else {
-                        continue;
+                    let event = match self
+                        .programs
+                        .iter_mut()
+                        .find(|(_, p)| p.pid == pid && p.exit.is_none())
+                    {
+                        Some((proc_id, p)) => {
+                            p.exit = Some(exit);
+                            p.pidfd = None;
+                            Event::Exited { proc_id: *proc_id, exit }
+                        }
+                        // An orphan: reaped, forgotten, and reported.
+                        None => Event::Reaped { pid, exit },
                     };
-                    p.exit = Some(exit);
-                    p.pidfd = None;
-                    let proc_id = *proc_id;
                     if let Some(d) = self.daemon.as_ref().filter(|_| self.welcomed)
-                        && wire::send(d, &Event::Exited { proc_id, exit }, &[]).is_err()
+                        && wire::send(d, &event, &[]).is_err()
                     {
                         self.drop_daemon();
                     }

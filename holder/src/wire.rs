@@ -150,6 +150,14 @@ pub enum Event {
         /// How.
         exit: Exit,
     },
+    /// An orphan (a descendant of a program, reparented to the holder)
+    /// ended and was reaped: it is no zombie.
+    Reaped {
+        /// Its pid.
+        pid: u32,
+        /// How it ended.
+        exit: Exit,
+    },
 }
 
 /// Writes one message and the descriptors that go with it.

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use portal_holder::client::{Adoptable, Client};
+use portal_holder::client::{Adoptable, Client, Notice};
 use portal_holder::wire::{Exit, Spawn};
 
 /// Every wait in these tests is bounded by this.
@@ -28,10 +28,12 @@ type Exits = mpsc::Receiver<(u64, Exit)>;
 
 fn connect(socket: &Path) -> (std::sync::Arc<Client>, Vec<Adoptable>, Exits) {
     let (tx, rx) = mpsc::channel();
-    let on_exit = Box::new(move |id, exit| {
-        let _ = tx.send((id, exit));
+    let on_notice = Box::new(move |notice| {
+        if let Notice::Exited { proc_id, exit } = notice {
+            let _ = tx.send((proc_id, exit));
+        }
     });
-    let (client, held) = Client::connect(socket, &binary(), on_exit).unwrap();
+    let (client, held) = Client::connect(socket, &binary(), on_notice).unwrap();
     (client, held, rx)
 }
 

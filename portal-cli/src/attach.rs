@@ -4,12 +4,14 @@
 //! the PTY is resized to it (and again on every SIGWINCH), the daemon's
 //! first event redraws the current screen, then output streams live and
 //! keystrokes flow the other way. [`DETACH_KEY`] (Ctrl-]) detaches: the
-//! program keeps running. Several terminals may attach at once.
+//! program keeps running. Several terminals may attach at once. When the
+//! daemon goes away under it (a live upgrade, a restart after a crash) it
+//! attaches again and the redraw repaints the screen.
 
 use std::io::Write as _;
 
 use anyhow::Context as _;
-use portal_proto::client::Client;
+use portal_proto::client::{Client, is_disconnect};
 use portal_proto::names;
 use portal_proto::v1 as pb;
 use rustix::termios::{self, OptionalActions, Termios};
@@ -69,22 +71,11 @@ pub(crate) async fn attach(client: &Client, proc: &str) -> Outcome {
     if !termios::isatty(rustix::stdio::stdin()) {
         return Err(anyhow::anyhow!("attach needs a terminal on standard input; use `portal-cli write` or `read -f` in scripts").into());
     }
-    let (tx, rx) = mpsc::channel::<pb::AttachRequest>(64);
-    let start = pb::AttachStart { proc: proc_ref(proc), size: window_size() };
-    tx.send(pb::AttachRequest { msg: Some(pb::attach_request::Msg::Start(start)) })
-        .await
-        .map_err(|_| anyhow::anyhow!("the attach stream closed"))?;
     let raw = RawMode::enter()?;
-    let outbound = tokio_stream::wrappers::ReceiverStream::new(rx);
-    let mut events = match client.rpc().attach(outbound).await {
-        Ok(r) => r.into_inner(),
-        Err(s) => {
-            drop(raw);
-            return Err(s.into());
-        }
-    };
+    // Keystrokes and resizes, for whichever connection is current.
+    let (tx, mut keys) = mpsc::channel::<pb::AttachRequest>(64);
     // Keystrokes → daemon, until the detach key.
-    let keys = tx.clone();
+    let key_tx = tx.clone();
     let (detached_tx, mut detached) = tokio::sync::oneshot::channel::<()>();
     tokio::spawn(async move {
         let mut stdin = tokio::io::stdin();
@@ -102,7 +93,7 @@ pub(crate) async fn attach(client: &Client, proc: &str) -> Outcome {
                 let msg = pb::AttachRequest {
                     msg: Some(pb::attach_request::Msg::Input(input.to_vec().into())),
                 };
-                if keys.send(msg).await.is_err() {
+                if key_tx.send(msg).await.is_err() {
                     break;
                 }
             }
@@ -131,20 +122,60 @@ pub(crate) async fn attach(client: &Client, proc: &str) -> Outcome {
             }
         }
     });
-    let end = loop {
-        tokio::select! {
-            _ = &mut detached => break End::Detached,
-            ev = events.message() => match ev {
-                Ok(Some(pb::AttachEvent { event: Some(pb::attach_event::Event::Output(data)) })) => {
-                    let mut out = std::io::stdout().lock();
-                    if out.write_all(&data).and_then(|()| out.flush()).is_err() {
-                        break End::Lost;
-                    }
+    let mut rpc = client.rpc();
+    let mut first = true;
+    let end = 'connection: loop {
+        // Each connection starts with the process and this terminal's size;
+        // its first event redraws the whole screen, so a reconnection (after
+        // a live upgrade or a restart) repaints what the terminal shows.
+        let (conn, rx) = mpsc::channel::<pb::AttachRequest>(64);
+        let start = pb::AttachStart { proc: proc_ref(proc), size: window_size() };
+        let _ =
+            conn.send(pb::AttachRequest { msg: Some(pb::attach_request::Msg::Start(start)) }).await;
+        let outbound = tokio_stream::wrappers::ReceiverStream::new(rx);
+        let mut events = match rpc.attach(outbound).await {
+            Ok(r) => r.into_inner(),
+            Err(s) if !first && is_disconnect(&s) => {
+                match crate::output::reconnect().await {
+                    Ok(r) => rpc = r,
+                    Err(_) => break End::Lost,
                 }
-                Ok(Some(pb::AttachEvent { event: Some(pb::attach_event::Event::Exited(p)) })) => break End::Exited(Box::new(p)),
-                Ok(Some(_)) => {}
-                Ok(None) | Err(_) => break End::Lost,
-            },
+                continue;
+            }
+            Err(s) => {
+                drop(raw);
+                return Err(s.into());
+            }
+        };
+        first = false;
+        loop {
+            tokio::select! {
+                _ = &mut detached => break 'connection End::Detached,
+                Some(msg) = keys.recv() => {
+                    // The connection may be going; its replacement gets what follows.
+                    let _ = conn.send(msg).await;
+                }
+                ev = events.message() => match ev {
+                    Ok(Some(pb::AttachEvent { event: Some(pb::attach_event::Event::Output(data)) })) => {
+                        let mut out = std::io::stdout().lock();
+                        if out.write_all(&data).and_then(|()| out.flush()).is_err() {
+                            break 'connection End::Lost;
+                        }
+                    }
+                    Ok(Some(pb::AttachEvent { event: Some(pb::attach_event::Event::Exited(p)) })) => break 'connection End::Exited(Box::new(p)),
+                    Ok(Some(_)) => {}
+                    // Upgraded in place, or restarted after a crash: attach again.
+                    Err(s) if is_disconnect(&s) => break,
+                    Ok(None) | Err(_) => break 'connection End::Lost,
+                },
+            }
+        }
+        // Let go of this connection before making the next: the daemon
+        // drains connections before it hands over.
+        drop((conn, events));
+        match crate::output::reconnect().await {
+            Ok(r) => rpc = r,
+            Err(_) => break End::Lost,
         }
     };
     drop(raw);

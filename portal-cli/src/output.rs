@@ -234,8 +234,8 @@ const RECONNECT_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// A fresh connection after the daemon went away (starting it if it is not
 /// running, as every command does).
-async fn reconnect() -> Result<pb::portal_client::PortalClient<tonic::transport::Channel>, Failure>
-{
+pub(crate) async fn reconnect()
+-> Result<pb::portal_client::PortalClient<tonic::transport::Channel>, Failure> {
     let deadline = tokio::time::Instant::now() + RECONNECT_TIMEOUT;
     let opts = LaunchOptions::from_env();
     loop {

@@ -38,6 +38,22 @@ fn cli(dir: &Path, socket: &Path) -> Command {
     cmd
 }
 
+/// Copies this build's `portald` to `to` in a separate process: a write
+/// descriptor of the copy open here could leak into a child another test
+/// forks meanwhile, and exec'ing the copy would fail with ETXTBSY.
+fn install(to: &Path) {
+    let copied = Command::new("cp").arg(env!("CARGO_BIN_EXE_portald")).arg(to).status().unwrap();
+    assert!(copied.success());
+}
+
+/// Runs a command to its end off the test's runtime, whose connections to
+/// the daemon must keep being served meanwhile (a daemon handing over waits
+/// for its clients to close them).
+async fn output(mut cmd: Command) -> std::process::Output {
+    let run = tokio::task::spawn_blocking(move || cmd.output().unwrap());
+    tokio::time::timeout(BOUND * 4, run).await.expect("the command ends within the bound").unwrap()
+}
+
 /// Output of a child process, gathered by a thread, awaited by the test.
 struct Gathered {
     rx: tokio::sync::mpsc::UnboundedReceiver<Vec<u8>>,
@@ -149,7 +165,7 @@ async fn an_upgrade_keeps_every_program_and_every_byte_exactly_once() {
     let bin = d.path().join("bin");
     std::fs::create_dir_all(&bin).unwrap();
     let installed = bin.join("portald");
-    std::fs::copy(env!("CARGO_BIN_EXE_portald"), &installed).unwrap();
+    install(&installed);
     let mut daemon = spawn_daemon_from(d.path(), &installed);
     let client = daemon.connect().await;
     let before = client.info().clone();
@@ -165,6 +181,9 @@ async fn an_upgrade_keeps_every_program_and_every_byte_exactly_once() {
     rpc.write(write(repl.id, "x = 41\n")).await.unwrap();
     follow_bytes_text(&mut rpc, repl.id, "x = 41\r\n>>> ").await;
     assert!(read_new(&mut rpc, repl.id).await.contains("x = 41"));
+    // Printed after that read: new to the next one, upgrade or not.
+    rpc.write(write(repl.id, "y = 1\n")).await.unwrap();
+    follow_bytes_text(&mut rpc, repl.id, "y = 1\r\n>>> ").await;
 
     let printer = "i=0; while :; do i=$((i+1)); echo \"tick $i\"; sleep 0.005; done";
     let ticker = rpc.start(pty("sh", &["-c", printer])).await.unwrap().into_inner();
@@ -178,13 +197,11 @@ async fn an_upgrade_keeps_every_program_and_every_byte_exactly_once() {
     followed.until("tick 20\r\n").await;
 
     let replacement = bin.join(".portald.new");
-    std::fs::copy(env!("CARGO_BIN_EXE_portald"), &replacement).unwrap();
+    install(&replacement);
     std::fs::rename(&replacement, &installed).unwrap();
-    let upgrade = cli(d.path(), &daemon.socket)
-        .args(["daemon", "upgrade", "--json"])
-        .stderr(Stdio::piped())
-        .output()
-        .unwrap();
+    let mut upgrade = cli(d.path(), &daemon.socket);
+    upgrade.args(["daemon", "upgrade", "--json"]);
+    let upgrade = output(upgrade).await;
     let said = String::from_utf8_lossy(&upgrade.stdout);
     assert!(upgrade.status.success(), "{said}{}", String::from_utf8_lossy(&upgrade.stderr));
     let report: serde_json::Value = serde_json::from_str(said.trim()).unwrap();
@@ -220,11 +237,16 @@ async fn an_upgrade_keeps_every_program_and_every_byte_exactly_once() {
     rpc.write(write(repl.id, "print(x + 1)\n")).await.unwrap();
     follow_bytes_text(&mut rpc, repl.id, "42\r\n>>> ").await;
     let new = read_new(&mut rpc, repl.id).await;
-    assert!(new.contains("42") && !new.contains("x = 41"), "the cursor carried over: {new:?}");
+    assert!(
+        new.contains("y = 1") && new.contains("42") && !new.contains("x = 41"),
+        "the \"read new\" cursor carried over: {new:?}"
+    );
 
     // The printer printed on; the follower reconnected and saw every byte
     // exactly once, as the log has them.
-    let at_upgrade = ticks(&followed.seen).last().copied().unwrap();
+    // Everything logged by now was printed before or around the handover;
+    // what the follower sees past it was printed by the new daemon's time.
+    let at_upgrade = ticks(&whole_log(&mut rpc, ticker.id).await).last().copied().unwrap();
     followed.until(&format!("tick {}\r\n", at_upgrade + 50)).await;
     rpc.kill(pb::KillRequest { proc: by_id(ticker.id) }).await.unwrap();
     let followed = followed.rest().await;
@@ -232,7 +254,13 @@ async fn an_upgrade_keeps_every_program_and_every_byte_exactly_once() {
     assert!(status.success(), "the follower ends with the program: {status}");
     let log = whole_log(&mut rpc, ticker.id).await;
     let numbers = ticks(&log);
-    assert!(numbers.len() as u64 > at_upgrade + 50);
+    assert!(
+        numbers.len() as u64 >= at_upgrade + 50,
+        "{} ticks in the log, {} followed, {at_upgrade} at the upgrade; log ends {:?}",
+        numbers.len(),
+        ticks(&followed).len(),
+        String::from_utf8_lossy(&log[log.len().saturating_sub(200)..])
+    );
     for (i, n) in numbers.iter().enumerate() {
         assert_eq!(*n, i as u64 + 1, "the log has a gap or a repeat at line {i}");
     }
@@ -259,11 +287,9 @@ async fn an_upgrade_to_a_binary_that_refuses_to_start_leaves_the_old_daemon_serv
     std::fs::write(&broken, "#!/bin/sh\necho 'portald: cannot load libportal.so' >&2\nexit 1\n")
         .unwrap();
     std::fs::set_permissions(&broken, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let upgrade = cli(d.path(), &daemon.socket)
-        .args(["daemon", "upgrade", "--binary"])
-        .arg(&broken)
-        .output()
-        .unwrap();
+    let mut upgrade = cli(d.path(), &daemon.socket);
+    upgrade.args(["daemon", "upgrade", "--binary"]).arg(&broken);
+    let upgrade = output(upgrade).await;
     let stderr = String::from_utf8_lossy(&upgrade.stderr);
     assert_eq!(upgrade.status.code(), Some(1), "{stderr}");
     assert!(stderr.contains("did not start"), "{stderr}");
@@ -282,5 +308,71 @@ async fn an_upgrade_to_a_binary_that_refuses_to_start_leaves_the_old_daemon_serv
     .unwrap();
     follow_bytes_text(&mut rpc, shell.id, "still-here\r\n").await;
     assert!(Command::new("kill").arg(before.pid.to_string()).status().unwrap().success());
+    assert!(wait_child(daemon.child).await.success());
+}
+
+/// Follows a process's output from its start until `done` holds for it.
+async fn follow_until(rpc: &mut Rpc, id: u64, what: &str, done: impl Fn(&str) -> bool) {
+    let req = pb::FollowRequest { proc: by_id(id), from_start: true, ..Default::default() };
+    let mut events = rpc.follow(req).await.unwrap().into_inner();
+    let mut seen = Vec::new();
+    let reached = tokio::time::timeout(BOUND, async {
+        while !done(&String::from_utf8_lossy(&seen)) {
+            match events.message().await.unwrap().and_then(|e| e.event) {
+                Some(pb::follow_event::Event::Output(r)) => seen.extend_from_slice(&r.data),
+                Some(_) => {}
+                None => return false,
+            }
+        }
+        true
+    })
+    .await;
+    assert_eq!(reached, Ok(true), "never saw {what}: {:?}", String::from_utf8_lossy(&seen));
+}
+
+#[tokio::test]
+async fn an_attached_terminal_attaches_again_after_an_upgrade() {
+    let d = dir();
+    let mut daemon = spawn_daemon(d.path());
+    let client = daemon.connect().await;
+    let mut rpc = client.rpc();
+    let target = rpc.start(pty("cat", &[])).await.unwrap().into_inner();
+    let typed = |id: u64, text: &'static str| pb::WriteRequest {
+        proc: by_id(id),
+        data: text.into(),
+        secret: false,
+    };
+    rpc.write(typed(target.id, "earlier\r")).await.unwrap();
+    follow_bytes_text(&mut rpc, target.id, "earlier\r\nearlier\r\n").await;
+    // `portal-cli attach` on a terminal of the same daemon: it is carried
+    // over by the upgrade too.
+    let socket = daemon.socket.to_string_lossy().into_owned();
+    let viewer = rpc
+        .start(pb::StartRequest {
+            env: [("PORTAL_SOCKET".to_owned(), socket), ("PORTAL_NO_AUTOSTART".into(), "1".into())]
+                .into_iter()
+                .collect(),
+            ..pty(&cli_binary().to_string_lossy(), &["attach", &target.id.to_string()])
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let redraws =
+        |n: usize| move |s: &str| s.matches("\x1b[2J").count() >= n && s.contains("earlier");
+    follow_until(&mut rpc, viewer.id, "the first redraw", redraws(1)).await;
+    let mut upgrade = cli(d.path(), &daemon.socket);
+    upgrade.arg("daemon").arg("upgrade");
+    let upgrade = output(upgrade).await;
+    assert!(upgrade.status.success(), "{}", String::from_utf8_lossy(&upgrade.stderr));
+    let mut rpc = Client::connect(&daemon.socket).await.unwrap().rpc();
+    // The attachment was cut by the handover and made again: a second
+    // redraw, and keystrokes reach the program.
+    follow_until(&mut rpc, viewer.id, "the redraw after the upgrade", redraws(2)).await;
+    rpc.write(typed(viewer.id, "after-upgrade\r")).await.unwrap();
+    follow_bytes_text(&mut rpc, target.id, "after-upgrade\r\nafter-upgrade\r\n").await;
+    rpc.write(typed(viewer.id, "\u{1d}")).await.unwrap();
+    follow_bytes_text(&mut rpc, viewer.id, "detached from").await;
+    rpc.kill(pb::KillRequest { proc: by_id(target.id) }).await.unwrap();
+    assert!(Command::new("kill").arg(daemon.child.id().to_string()).status().unwrap().success());
     assert!(wait_child(daemon.child).await.success());
 }

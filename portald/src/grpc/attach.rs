@@ -58,8 +58,14 @@ pub(crate) async fn attach(
     );
     // Keystrokes and resizes until the client detaches (ends its stream).
     let input = handle.clone();
+    let shutdown = daemon.shutdown.clone();
     daemon.tracker.spawn(async move {
-        while let Ok(Some(msg)) = inbound.message().await {
+        // Ends with the daemon too: a client still sending must not hold the
+        // drain (and a live upgrade's pause) open.
+        while let Some(Ok(Some(msg))) = tokio::select! {
+            msg = inbound.message() => Some(msg),
+            () = shutdown.cancelled() => None,
+        } {
             let res = match msg.msg {
                 Some(pb::attach_request::Msg::Input(data)) => input.write(data).await.map(drop),
                 Some(pb::attach_request::Msg::Resize(size)) => match (
@@ -96,5 +102,5 @@ pub(crate) async fn attach(
             }
         }
     });
-    Ok(Box::pin(first.chain(live)))
+    Ok(Box::pin(first.chain(live).chain(super::handover_end(daemon))))
 }

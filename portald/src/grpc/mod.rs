@@ -41,6 +41,16 @@ impl PortalService {
 
 type Reply<T> = Result<Response<T>, Status>;
 
+/// The end of a stream cut by a live upgrade: it says so, and the client
+/// reconnects and continues from the last offset it got. Nothing for a
+/// stream that ended for any other reason.
+fn handover_end<T: Send>(daemon: Arc<Daemon>) -> impl Stream<Item = Result<T, Status>> + Send {
+    let end = futures::stream::once(async move {
+        daemon.holding.is_detaching().then(|| Err(Status::unavailable(HANDOVER_MESSAGE)))
+    });
+    futures::StreamExt::filter_map(end, |x| async { x })
+}
+
 /// What a stream cut by a live upgrade ends with (code UNAVAILABLE: retry).
 const HANDOVER_MESSAGE: &str = "portald is being replaced by a new version (live upgrade); \
      every program runs on: reconnect and continue from the last offset you got";
@@ -228,16 +238,8 @@ impl Portal for PortalService {
             };
             Ok(pb::FollowEvent { event: Some(event) })
         });
-        // A follow cut by a live upgrade says so: the client reconnects and
-        // continues from the last offset it got.
-        let daemon = Arc::clone(&self.daemon);
-        let handover = futures::stream::once(async move {
-            daemon.holding.is_detaching().then(|| Err(Status::unavailable(HANDOVER_MESSAGE)))
-        });
-        let stream = futures::StreamExt::chain(
-            stream,
-            futures::StreamExt::filter_map(handover, |x| async { x }),
-        );
+        // A follow cut by a live upgrade says so (see `handover_end`).
+        let stream = futures::StreamExt::chain(stream, handover_end(Arc::clone(&self.daemon)));
         ok(Box::pin(stream))
     }
 

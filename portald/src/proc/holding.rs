@@ -13,7 +13,7 @@ use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use portal_holder::client::{Adoptable, Client, HolderError};
+use portal_holder::client::{Adoptable, Client, HolderError, Notice};
 use portal_holder::wire::{self, Exit};
 use tokio::sync::oneshot;
 
@@ -66,8 +66,14 @@ impl Holding {
     ) -> Result<(Arc<Self>, Vec<Adoptable>), HolderError> {
         let book = Arc::new(Mutex::new(Book::default()));
         let heard = Arc::clone(&book);
-        let on_exit = Box::new(move |id: u64, exit: Exit| {
-            let id = ProcId(id);
+        let on_notice = Box::new(move |notice: Notice| {
+            let (id, exit) = match notice {
+                Notice::Exited { proc_id, exit } => (ProcId(proc_id), exit),
+                Notice::OrphanReaped { pid, exit } => {
+                    tracing::debug!(pid, code = ?exit.code, signal = ?exit.signal, "portal-holder reaped an orphan");
+                    return;
+                }
+            };
             let mut b = lock(&heard);
             if let Some(pid) = b.pids.remove(&id) {
                 b.running.remove(&pid);
@@ -78,7 +84,7 @@ impl Holding {
                 None => drop(b.early.insert(id, exit.into())),
             }
         });
-        let (client, held) = Client::connect(socket, binary, on_exit)?;
+        let (client, held) = Client::connect(socket, binary, on_notice)?;
         let detach = rustix::event::eventfd(0, rustix::event::EventfdFlags::CLOEXEC)
             .map_err(|e| HolderError::Io(std::io::Error::from(e)))?;
         let detaching = AtomicBool::new(false);

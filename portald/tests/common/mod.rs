@@ -49,7 +49,7 @@ pub(crate) fn spawn_daemon_from(dir: &Path, binary: &Path) -> Daemon {
         .arg("--kill-grace-ms")
         .arg("500")
         .arg("--log")
-        .arg("info,portald::server=debug")
+        .arg("info,portald::server=debug,portald::proc::holding=debug")
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())

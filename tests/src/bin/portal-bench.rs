@@ -23,10 +23,15 @@
 //! 8. prompts: for python3, gdb and sqlite3 through the MCP shim, the time
 //!    from the program printing its prompt (the log's timestamp of that
 //!    output) to `process_run` returning with `input_requested`;
-//! 9. tools: what `tools/list` costs a client, per tool and in all (it is
-//!    sent to the model on every turn), and what one call costs through raw
-//!    JSON-RPC on the shim's stdio (`process_list` of five processes beside
-//!    `process_write`), with no client library in between.
+//! 9. spawn: in a fresh daemon, the median time of `Start` with 0, 100
+//!    and 1000 idle PTY processes already running (programs are forked by
+//!    the small portal-holder, so the daemon's size must not matter), and
+//!    the pause of a live upgrade with them all running: from the
+//!    `Upgrade` answer until the new daemon answers;
+//! 10. tools: what `tools/list` costs a client, per tool and in all (it is
+//!     sent to the model on every turn), and what one call costs through raw
+//!     JSON-RPC on the shim's stdio (`process_list` of five processes beside
+//!     `process_write`), with no client library in between.
 //!
 //! It prints one table (or `--json`) with PASS/MISS against Portal's
 //! targets. `--smoke` runs every section at a tiny size (for CI: it proves
@@ -57,7 +62,7 @@ struct Args {
     /// Print JSON instead of a table.
     #[arg(long)]
     json: bool,
-    /// Run only these sections (capture, or pty-capture / pipe-capture alone; rtt, scale, memory, cold, cycle, prompt, tools).
+    /// Run only these sections (capture, or pty-capture / pipe-capture alone; rtt, scale, memory, cold, cycle, prompt, spawn, tools).
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
 }
@@ -74,6 +79,9 @@ struct Sizes {
     cold_tries: usize,
     prompt_tries: usize,
     cycle: usize,
+    /// Running processes at which start time is measured.
+    spawn_levels: &'static [usize],
+    spawn_tries: usize,
 }
 
 impl Sizes {
@@ -90,6 +98,8 @@ impl Sizes {
                 cold_tries: 2,
                 prompt_tries: 3,
                 cycle: 20,
+                spawn_levels: &[0, 5],
+                spawn_tries: 3,
             }
         } else {
             Self {
@@ -103,6 +113,8 @@ impl Sizes {
                 cold_tries: 10,
                 prompt_tries: 50,
                 cycle: 2000,
+                spawn_levels: &[0, 100, 1000],
+                spawn_tries: 30,
             }
         }
     }
@@ -811,6 +823,68 @@ async fn scale(d: &Daemon, sizes: &Sizes, rows: &mut Vec<Row>) -> anyhow::Result
     Ok(())
 }
 
+/// Start time with many processes running, then a live upgrade's pause.
+async fn spawn(sizes: &Sizes, rows: &mut Vec<Row>) -> anyhow::Result<()> {
+    let d = Daemon::start().await?;
+    let mut rpc = d.rpc();
+    let idle: Vec<String> = vec!["sleep".into(), "3600".into()];
+    let mut running = Vec::new();
+    for &level in sizes.spawn_levels {
+        while running.len() < level {
+            running.push(rpc.start(start_request(&idle, true)).await?.into_inner().id);
+        }
+        let mut times = Vec::with_capacity(sizes.spawn_tries);
+        for _ in 0..sizes.spawn_tries {
+            let t = Instant::now();
+            let id = rpc.start(start_request(&idle, true)).await?.into_inner().id;
+            times.push(ms(t.elapsed()));
+            rpc.kill(pb::KillRequest { proc: by_id(id) }).await?;
+            rpc.cleanup(pb::CleanupRequest { proc: by_id(id) }).await?;
+        }
+        times.sort_by(f64::total_cmp);
+        let target = (level >= 1000).then_some(Target::Max(3.0));
+        rows.push(row(
+            format!("start a PTY process with {level} running, median"),
+            percentile(&times, 0.5),
+            None,
+            "ms",
+            target,
+        ));
+    }
+    let before = rpc.get_info(pb::GetInfoRequest {}).await?.into_inner();
+    rpc.upgrade(pb::UpgradeRequest { binary: String::new() }).await?;
+    let answered = Instant::now();
+    let deadline = answered + Duration::from_secs(60);
+    let info = loop {
+        anyhow::ensure!(Instant::now() < deadline, "the upgraded daemon did not answer");
+        if let Ok(c) = Client::connect(&d.socket).await
+            && c.info().started_at_ns != before.started_at_ns
+        {
+            break c.info().clone();
+        }
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    };
+    let pause = ms(answered.elapsed());
+    anyhow::ensure!(info.pid == before.pid && info.upgrade_error.is_empty(), "{info:?}");
+    anyhow::ensure!(
+        info.running as usize >= running.len(),
+        "{} of {} programs carried over",
+        info.running,
+        running.len()
+    );
+    rows.push(row(
+        format!("live upgrade with {} running: clients waiting", running.len()),
+        pause,
+        None,
+        "ms",
+        None,
+    ));
+    let mut rpc = Client::connect(&d.socket).await?.rpc();
+    rpc.kill_all(pb::KillAllRequest {}).await?;
+    let d = Daemon { client: Client::connect(&d.socket).await?, ..d };
+    d.stop().await
+}
+
 /// Runs `fut`, sampling `pid`'s resident memory every 20 ms; returns its
 /// output and the peak in KiB.
 async fn peak_rss<T>(pid: u32, fut: impl Future<Output = T>) -> (T, u64) {
@@ -1134,6 +1208,9 @@ fn main() -> anyhow::Result<()> {
         }
         if want("prompt") {
             prompts(&d, &sizes, &mut rows).await.context("prompts")?;
+        }
+        if want("spawn") {
+            spawn(&sizes, &mut rows).await.context("spawn")?;
         }
         if want("tools") {
             tools(&d, &sizes, &mut rows).await.context("tools")?;
