@@ -88,15 +88,24 @@ impl Holder {
 
     /// Serves until there is nothing left to hold and no daemon to serve.
     pub fn run(mut self) {
+        let mut children_moved = true;
+        let mut last_reap = Instant::now();
         loop {
-            self.reap();
+            // `waitpid(-1)` walks every child in the kernel: only when a
+            // program ended, or once a tick (orphans have no pidfd), never
+            // for every request.
+            if children_moved || last_reap.elapsed() >= TICK {
+                self.reap();
+                last_reap = Instant::now();
+            }
             if self.programs.is_empty()
                 && self.daemon.is_none()
                 && (self.ever_connected || self.born.elapsed() > FIRST_CONNECT)
             {
                 return;
             }
-            let (listener_ready, daemon_ready) = self.wait();
+            let (listener_ready, daemon_ready, moved) = self.wait();
+            children_moved = moved;
             if daemon_ready {
                 self.serve_one();
             }
@@ -106,8 +115,9 @@ impl Holder {
         }
     }
 
-    /// Waits for a connection, a request or a program's end.
-    fn wait(&self) -> (bool, bool) {
+    /// Waits for a connection, a request or a program's end; says which
+    /// came (the last: a program ended, or the tick passed with nothing).
+    fn wait(&self) -> (bool, bool, bool) {
         let mut fds: Vec<PollFd<'_>> = vec![PollFd::new(&self.listener, PollFlags::IN)];
         if let Some(d) = &self.daemon {
             fds.push(PollFd::new(d, PollFlags::IN));
@@ -120,13 +130,15 @@ impl Holder {
                 .map(|fd| PollFd::new(fd, PollFlags::IN)),
         );
         let tick = Timespec { tv_sec: 0, tv_nsec: i64::try_from(TICK.as_nanos()).unwrap_or(0) };
-        if rustix::event::poll(&mut fds, Some(&tick)).is_err() {
-            return (false, false);
-        }
+        let Ok(n) = rustix::event::poll(&mut fds, Some(&tick)) else {
+            return (false, false, true);
+        };
         let ready = |f: &PollFd<'_>| !f.revents().is_empty();
         let listener = ready(&fds[0]);
         let daemon = self.daemon.is_some() && ready(&fds[1]);
-        (listener, daemon)
+        let first_pidfd = 1 + usize::from(self.daemon.is_some());
+        let children = n == 0 || fds[first_pidfd..].iter().any(ready);
+        (listener, daemon, children)
     }
 
     /// Takes a new daemon, dropping the last one: only one daemon runs at a

@@ -23,6 +23,10 @@ pub(crate) fn error_text(err: &CallError, id: Option<u64>) -> String {
             }
             format!("Error: {msg}\n{}", hint(s.code(), msg))
         }
+        CallError::Interrupted(s) => format!(
+            "Error: portald restarted while this call was in flight (a live upgrade or a crash; every program runs on): {}\nIt may or may not have taken effect: look with process_read_new (or process_list) before repeating it.",
+            s.message()
+        ),
     }
 }
 

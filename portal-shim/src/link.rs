@@ -18,6 +18,10 @@ pub(crate) enum CallError {
     Unreachable(ClientError),
     /// The daemon answered with an error.
     Status(tonic::Status),
+    /// The daemon went away (a live upgrade, a crash) while a call that
+    /// changes something was in flight: it may or may not have taken
+    /// effect, so it is not repeated behind the caller's back.
+    Interrupted(tonic::Status),
 }
 
 /// A lazily connected, self-healing link to the daemon.
@@ -64,4 +68,56 @@ impl DaemonLink {
             Err(s) => Err(CallError::Status(s)),
         }
     }
+
+    /// Runs a call that changes something (types input, starts or signals
+    /// a program). If the daemon went away before the call could be sent,
+    /// reconnects and tries once more; if it went away with the call in
+    /// flight, reconnects for the next call and reports
+    /// [`CallError::Interrupted`]: repeating it could type the input twice.
+    pub(crate) async fn call_once<T, F, Fut>(&self, f: F) -> Result<T, CallError>
+    where
+        F: Fn(PortalClient<Channel>) -> Fut,
+        Fut: Future<Output = Result<tonic::Response<T>, tonic::Status>>,
+    {
+        let rpc = self.rpc(false).await.map_err(CallError::Unreachable)?;
+        match f(rpc).await {
+            Ok(r) => Ok(r.into_inner()),
+            Err(s) if portal_proto::client::is_disconnect(&s) => {
+                tracing::info!(status = %s.message(), "portald went away; reconnecting");
+                let rpc = self.rpc(true).await.map_err(CallError::Unreachable)?;
+                if never_sent(&s) {
+                    return f(rpc)
+                        .await
+                        .map(tonic::Response::into_inner)
+                        .map_err(CallError::Status);
+                }
+                Err(CallError::Interrupted(s))
+            }
+            Err(s) => Err(CallError::Status(s)),
+        }
+    }
+}
+
+/// Whether a failed call provably did nothing (the connection could not be
+/// made, or the daemon refused it as it went away), so repeating it cannot
+/// repeat its effect.
+fn never_sent(s: &tonic::Status) -> bool {
+    if s.message().contains(portal_proto::client::NOTHING_DONE) {
+        return true;
+    }
+    // A daemon shutting down gracefully answers every call it accepted and
+    // refuses later ones on that connection (HTTP/2 GOAWAY: an h2 protocol
+    // error); a call still queued when its connection closed was never
+    // written (hyper's "operation was canceled"). One written and then cut
+    // off says "connection closed before message completed" or a reset.
+    let m = s.message().to_ascii_lowercase();
+    [
+        "error trying to connect",
+        "connection refused",
+        "no such file or directory",
+        "h2 protocol error",
+        "operation was canceled",
+    ]
+    .iter()
+    .any(|k| m.contains(k))
 }

@@ -506,6 +506,76 @@ async fn auto_starts_the_daemon_and_reconnects_after_it_dies() {
 }
 
 #[tokio::test]
+async fn a_session_carries_on_across_a_live_upgrade() {
+    let dir = test_dir();
+    let socket = dir.path().join("run").join("portald.sock");
+    let data = dir.path().join("data");
+    // The shim starts the real portald, which can replace itself.
+    let shim = spawn_shim(&socket, &data, true).await;
+    let (text, s) = shim
+        .ok(
+            "process_start",
+            json!({"command": "python3", "args": ["-q"], "pty": true, "wait": "input"}),
+        )
+        .await;
+    let id = s["process"]["id"].as_u64().unwrap();
+    assert_eq!(s["wait"]["reason"], json!("input_requested"), "{text}");
+    shim.ok("process_run", json!({"id": id, "input": "x = 41"})).await;
+    let client = portal_proto::client::Client::connect(&socket).await.unwrap();
+    let before = client.info().clone();
+    client.rpc().upgrade(pb::UpgradeRequest { binary: String::new() }).await.unwrap();
+    drop(client);
+    // The next call reaches the new daemon through the same shim, and the
+    // REPL is the same one, with its state.
+    let (text, s) = shim.ok("process_run", json!({"id": id, "input": "print(x + 1)"})).await;
+    assert_eq!(
+        (s["reason"].clone(), s["output"].clone()),
+        (json!("input_requested"), json!("42\n")),
+        "{text}"
+    );
+    let after = portal_proto::client::Client::connect(&socket).await.unwrap();
+    assert_eq!(after.info().pid, before.pid);
+    assert_ne!(after.info().started_at_ns, before.started_at_ns, "a new daemon answered");
+    assert_eq!(after.info().upgraded_from, before.daemon_version);
+    shutdown_daemon(&socket).await;
+}
+
+#[tokio::test]
+async fn input_in_flight_when_the_daemon_dies_is_never_typed_twice() {
+    let dir = test_dir();
+    let socket = dir.path().join("run").join("portald.sock");
+    let shim = spawn_shim(&socket, &dir.path().join("data"), true).await;
+    let (_, s) = shim.ok("process_start", json!({"command": "cat", "pty": true})).await;
+    let id = s["process"]["id"].as_u64().unwrap();
+    let client = portal_proto::client::Client::connect(&socket).await.unwrap();
+    let pid = client.info().pid;
+    let mut rpc = client.rpc();
+    // A run whose wait never ends by itself: the daemon dies under it once
+    // its input has been typed.
+    let run = shim.call(
+        "process_run",
+        json!({"id": id, "input": "typed-once", "pattern": "never-printed", "timeout_ms": 20000}),
+    );
+    let crash = async {
+        wait_for_text(&mut rpc, id, pb::Stream::Stdout, "typed-once\r\ntyped-once\r\n").await;
+        // Answered after a commit: what was shown live is in the log, and
+        // survives the crash.
+        rpc.inspect(pb::InspectRequest { proc: by_id(id) }).await.unwrap();
+        std::process::Command::new("kill").arg("-9").arg(pid.to_string()).status().unwrap();
+    };
+    let (result, ()) = tokio::join!(run, crash);
+    let said = text(&result);
+    assert_eq!(result.is_error, Some(true), "{said}");
+    assert!(said.contains("may or may not have taken effect"), "{said}");
+    // The next call reaches a new daemon, which adopted cat: the input is
+    // there once (echoed by the terminal, printed by cat), not twice.
+    let (_, s) = shim.ok("process_read", json!({"id": id})).await;
+    let output = s["output"].as_str().unwrap();
+    assert_eq!(output.matches("typed-once").count(), 2, "{output:?}");
+    shutdown_daemon(&socket).await;
+}
+
+#[tokio::test]
 async fn two_shims_starting_at_once_share_one_daemon() {
     let dir = test_dir();
     let socket = dir.path().join("run").join("portald.sock");

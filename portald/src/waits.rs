@@ -783,8 +783,13 @@ pub(crate) async fn run(
         let key: &[u8] = if h.screen.is_some() { b"\r" } else { b"\n" };
         h.write(Bytes::from_static(key)).await?;
     }
-    let mut out =
-        wait_with(h, cx, spec, completion.clone(), Entry::AfterInput, Some(attachment)).await?;
+    // Cut after the input went in: saying "retry" would type it twice.
+    let mut out = wait_with(h, cx, spec, completion.clone(), Entry::AfterInput, Some(attachment))
+        .await
+        .map_err(|e| match e {
+            ProcError::ShuttingDown => ProcError::Interrupted(h.id()),
+            other => other,
+        })?;
     if h.screen.is_some() && !out.output_is_screen {
         strip_echo(&mut out.output, input);
     }

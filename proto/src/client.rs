@@ -248,10 +248,17 @@ pub fn error_chain(err: &(dyn std::error::Error + 'static)) -> String {
     out
 }
 
+/// What a daemon that is going away (a stop, a live upgrade) says when it
+/// refused a call without doing anything: clients may repeat it as it is.
+pub const NOTHING_DONE: &str = "nothing was done: retry";
+
 /// True when a status means the daemon went away (the call may be retried
 /// after reconnecting). A connection that breaks mid-call surfaces as
 /// `UNAVAILABLE`, or as `UNKNOWN`/`INTERNAL`/`CANCELLED` carrying a transport
 /// message, depending on when it broke.
+///
+/// A daemon that refuses a call because it is going away says
+/// [`NOTHING_DONE`]: such a call may be repeated as it is.
 #[must_use]
 pub fn is_disconnect(status: &tonic::Status) -> bool {
     match status.code() {

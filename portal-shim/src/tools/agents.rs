@@ -159,7 +159,7 @@ impl Shim {
             key: a.key.unwrap_or_default(),
             timeout_ms: a.timeout_ms.unwrap_or(0),
         };
-        let call = self.call(None, |mut c| {
+        let call = self.call_once(None, |mut c| {
             let req = req.clone();
             async move { c.agent_send(req).await }
         });

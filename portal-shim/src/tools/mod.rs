@@ -162,6 +162,16 @@ impl Shim {
         self.link.call(f).await.map_err(|e: CallError| error_text(&e, id))
     }
 
+    /// [`Shim::call`] for a call that changes something: never repeated
+    /// once it may have reached the daemon (see [`DaemonLink::call_once`]).
+    async fn call_once<T, F, Fut>(&self, id: Option<u64>, f: F) -> Result<T, String>
+    where
+        F: Fn(pb::portal_client::PortalClient<tonic::transport::Channel>) -> Fut,
+        Fut: Future<Output = Result<tonic::Response<T>, tonic::Status>>,
+    {
+        self.link.call_once(f).await.map_err(|e: CallError| error_text(&e, id))
+    }
+
     /// Turns process names in `id` and `ids` into ids (every tool that
     /// names a process takes its name too); a name nobody has is an error
     /// that says so.

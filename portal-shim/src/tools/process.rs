@@ -58,7 +58,7 @@ impl Shim {
                 .then(|| pb::TermSize { rows: a.rows.unwrap_or(0), cols: a.cols.unwrap_or(0) }),
         };
         let p = self
-            .call(None, |mut c| {
+            .call_once(None, |mut c| {
                 let req = req.clone();
                 async move { c.start(req).await }
             })
@@ -213,7 +213,7 @@ impl Shim {
     pub(super) async fn write(&self, a: WriteArgs, _: Progress) -> Reply<Written> {
         let data = Bytes::from(a.content.into_bytes());
         let written = data.len() as u64;
-        self.call(Some(a.id), |mut c| {
+        self.call_once(Some(a.id), |mut c| {
             let req = pb::WriteRequest { proc: by_id(a.id), data: data.clone(), secret: false };
             async move { c.write(req).await }
         })
@@ -226,7 +226,7 @@ impl Shim {
 
     pub(super) async fn signal(&self, a: SignalArgs, _: Progress) -> Reply<Signalled> {
         let r = self
-            .call(Some(a.id), |mut c| {
+            .call_once(Some(a.id), |mut c| {
                 let req = pb::SignalRequest { proc: by_id(a.id), signal: a.signal.clone() };
                 async move { c.signal(req).await }
             })
@@ -334,7 +334,7 @@ impl Shim {
             })
             .collect();
         let r = self
-            .call(Some(a.id), |mut c| {
+            .call_once(Some(a.id), |mut c| {
                 let req = pb::SendKeysRequest { proc: by_id(a.id), keys: keys.clone() };
                 async move { c.send_keys(req).await }
             })

@@ -55,7 +55,7 @@ impl Shim {
             no_enter: !a.enter,
             until: Some(condition(&a.until)),
         };
-        let call = self.call(Some(a.id), |mut c| {
+        let call = self.call_once(Some(a.id), |mut c| {
             let req = req.clone();
             async move { c.run(req).await }
         });

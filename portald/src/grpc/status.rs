@@ -38,7 +38,7 @@ fn proc_code(err: &ProcError) -> Code {
         ProcError::TooMany { .. }
         | ProcError::InputBacklog { .. }
         | ProcError::UnreadInputTotal { .. } => Code::ResourceExhausted,
-        ProcError::ShuttingDown => Code::Unavailable,
+        ProcError::ShuttingDown | ProcError::Interrupted(_) => Code::Unavailable,
         ProcError::Gone(_) | ProcError::Io { .. } | ProcError::Store(_) => Code::Internal,
     }
 }
@@ -104,6 +104,7 @@ mod tests {
                 Code::OutOfRange,
             ),
             (ProcError::ShuttingDown, Code::Unavailable),
+            (ProcError::Interrupted(ProcId(1)), Code::Unavailable),
             (
                 ProcError::BadKey(crate::proc::keys::UnknownKey("Entr".into())),
                 Code::InvalidArgument,
@@ -152,7 +153,7 @@ mod tests {
     }
 
     /// How many variants [`variant`] names.
-    const VARIANTS: usize = 22;
+    const VARIANTS: usize = 23;
 
     /// A process error's variant.
     fn proc_variant(e: &ProcError) -> &'static str {
@@ -171,6 +172,7 @@ mod tests {
             ProcError::BadKey(_) => "BadKey",
             ProcError::OffsetPastEnd { .. } => "OffsetPastEnd",
             ProcError::ShuttingDown => "ShuttingDown",
+            ProcError::Interrupted(_) => "Interrupted",
             ProcError::Gone(_) => "Gone",
             ProcError::Io { .. } => "Io",
             ProcError::Store(_) => "Store",

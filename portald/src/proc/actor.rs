@@ -131,7 +131,8 @@ pub(crate) fn start(parts: ActorParts, tracker: &TaskTracker) -> Result<ProcHand
     }
     let shared = Arc::new(shared);
     shared.touch();
-    let (state_tx, state_rx) = watch::channel(Published { status: ProcStatus::Running, size });
+    let (state_tx, state_rx) =
+        watch::channel(Published { status: ProcStatus::Running, size, handing_over: false });
     let state_tx = Arc::new(state_tx);
     let (req_tx, req_rx) = mpsc::channel(REQUEST_QUEUE);
     let (events, _) = broadcast::channel(BROADCAST_CHUNKS);
@@ -191,6 +192,7 @@ pub(crate) fn start(parts: ActorParts, tracker: &TaskTracker) -> Result<ProcHand
             last_output: Instant::now(),
             unterminated: false,
             last_probe: None,
+            quiet_probes: 0,
         },
     };
     // The actor runs in its own task so that a panic in it (a bug) is
@@ -325,6 +327,8 @@ struct InputWatch {
     unterminated: bool,
     /// When the last sweep decided, and what.
     last_probe: Option<(Instant, InputState)>,
+    /// Sweeps in a row that found the program quiet and its state unchanged.
+    quiet_probes: u32,
 }
 
 /// How long a handover waits for a program to read the input queued for
@@ -343,6 +347,13 @@ const WAIT_SCAN_AGE: Duration = Duration::from_millis(100);
 /// A sweep re-probes a waiting or idle program that saw no input or output
 /// only this often: nothing it does silently matters sooner.
 const QUIET_REPROBE: Duration = Duration::from_secs(5);
+
+/// A quiet running program is re-probed after this long, then after twice
+/// as long each time nothing changed, up to [`QUIET_REPROBE`]: a program
+/// that starts waiting for input without printing is seen within a second
+/// at first, and a thousand quiet ones cost a few probes a second, not
+/// thousands. Waits and inspects always probe afresh.
+const QUIET_RUNNING_REPROBE_FIRST: Duration = Duration::from_millis(500);
 
 impl ProcActor {
     fn id(&self) -> super::ProcId {
@@ -381,7 +392,7 @@ impl ProcActor {
                     Some(OutputEvent::Data(stream, data)) => self.on_output(stream, data).await,
                     Some(OutputEvent::Eof) => self.open_streams -= 1,
                     Some(OutputEvent::Detached) => {
-                        self.handing_over = true;
+                        self.begin_handover();
                         self.open_streams -= 1;
                     }
                     None => self.open_streams = 0,
@@ -412,7 +423,7 @@ impl ProcActor {
                 () = self.cancel.cancelled(), if !stopping => {
                     stopping = true;
                     if self.holding.is_detaching() {
-                        self.handing_over = true;
+                        self.begin_handover();
                     } else {
                         self.on_shutdown().await;
                     }
@@ -614,14 +625,29 @@ impl ProcActor {
     /// the last one, or while the program runs.
     async fn sweep_input(&mut self) {
         let w = &self.input_watch;
+        let mut quiet = false;
         if let Some((at, state)) = w.last_probe {
-            let quiet_since = w.last_output <= at && w.last_input.is_none_or(|t| t <= at);
-            if quiet_since && state != InputState::Running && at.elapsed() < QUIET_REPROBE {
+            quiet = w.last_output <= at && w.last_input.is_none_or(|t| t <= at);
+            // A quiet program that waits or idles does nothing that matters
+            // sooner; one that runs quietly may start waiting without a
+            // word, so it is looked at again soon, then less and less often
+            // (a thousand quiet programs must not cost a core).
+            let again = if state == InputState::Running {
+                QUIET_RUNNING_REPROBE_FIRST
+                    .saturating_mul(1 << w.quiet_probes.min(8))
+                    .min(QUIET_REPROBE)
+            } else {
+                QUIET_REPROBE
+            };
+            if quiet && at.elapsed() < again {
                 return;
             }
         }
+        let before = w.last_probe.map(|(_, state)| state);
         let r = self.input_report(SWEEP_SCAN_AGE).await;
-        self.input_watch.last_probe = Some((Instant::now(), r.state));
+        let w = &mut self.input_watch;
+        w.quiet_probes = if quiet && before == Some(r.state) { w.quiet_probes + 1 } else { 0 };
+        w.last_probe = Some((Instant::now(), r.state));
     }
 
     /// Takes the mark that later probes compare with, just before a write.
@@ -784,6 +810,15 @@ impl ProcActor {
             let _ = w.send(status);
         }
         tracing::info!(proc = %self.id(), status = status.as_str(), "process ended");
+    }
+
+    /// Stops taking requests: from here on they are refused with nothing
+    /// done, and the next daemon serves them.
+    fn begin_handover(&mut self) {
+        if !self.handing_over {
+            self.handing_over = true;
+            self.state.send_modify(|p| p.handing_over = true);
+        }
     }
 
     /// Leaves the program with the holder for the next daemon: the input

@@ -187,9 +187,16 @@ pub(crate) enum ProcError {
         /// Current end.
         end: u64,
     },
-    /// The daemon is shutting down.
-    #[error("portald is shutting down")]
+    /// The daemon is shutting down or handing over (a live upgrade); the
+    /// request was not carried out.
+    #[error("portald is shutting down or being upgraded; {}", portal_proto::client::NOTHING_DONE)]
     ShuttingDown,
+    /// The daemon went away after a run had typed its input, before the
+    /// wait for its result ended.
+    #[error(
+        "portald is being upgraded or shut down; the input of process {0} was sent and its result is still to come: wait again (process_wait) after it is back"
+    )]
+    Interrupted(ProcId),
     /// The actor of the process is gone (a bug; see the daemon log).
     #[error(
         "process {0} is no longer managed: its handler failed (see the daemon log); its log is kept and readable"
@@ -342,6 +349,9 @@ pub(crate) struct Published {
     pub(crate) status: ProcStatus,
     /// Current terminal size (PTY).
     pub(crate) size: Option<TermSize>,
+    /// The actor is handing the program over to the next daemon (a live
+    /// upgrade): requests are refused with nothing done.
+    pub(crate) handing_over: bool,
 }
 
 /// Messages to a process's actor.
@@ -482,7 +492,7 @@ impl ProcHandle {
         size: Option<TermSize>,
         store: Store,
     ) -> Self {
-        let (_, state) = watch::channel(Published { status, size });
+        let (_, state) = watch::channel(Published { status, size, handing_over: false });
         Self {
             facts: Arc::new(facts),
             shared: Arc::new(shared),
@@ -511,9 +521,21 @@ impl ProcHandle {
         make: impl FnOnce(oneshot::Sender<T>) -> ProcRequest,
     ) -> Result<T, ProcError> {
         let Some(requests) = &self.requests else { return Err(self.not_running()) };
+        // An actor that hands its program over does nothing more; one that
+        // is gone after a handover is no failure of its own.
+        let gone = || {
+            if self.state.borrow().handing_over {
+                ProcError::ShuttingDown
+            } else {
+                ProcError::Gone(self.id())
+            }
+        };
+        if self.state.borrow().handing_over {
+            return Err(ProcError::ShuttingDown);
+        }
         let (tx, rx) = oneshot::channel();
-        requests.send(make(tx)).await.map_err(|_| ProcError::Gone(self.id()))?;
-        rx.await.map_err(|_| ProcError::Gone(self.id()))
+        requests.send(make(tx)).await.map_err(|_| gone())?;
+        rx.await.map_err(|_| gone())
     }
 
     /// Writes input; returns its offset in the stdin stream.

@@ -306,9 +306,11 @@ pub(crate) fn spawn(
         },
         meta: serde_json::json!({ "token": token }).to_string(),
     };
+    let asked = std::time::Instant::now();
     let (pid, fds) = holding
         .spawn(request)
         .map_err(|reason| ProcError::Spawn { program: spec.command.clone(), reason })?;
+    tracing::debug!(proc = %id, holder_ms = asked.elapsed().as_secs_f64() * 1e3, "portal-holder started the program");
     let lineage = lineage_of(env, holding);
     let started = match spec.stdio {
         Stdio::Pty(_) => bridge_pty(id, fds, holding),
