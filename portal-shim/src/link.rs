@@ -106,18 +106,21 @@ fn never_sent(s: &tonic::Status) -> bool {
         return true;
     }
     // A daemon shutting down gracefully answers every call it accepted and
-    // refuses later ones on that connection (HTTP/2 GOAWAY: an h2 protocol
-    // error); a call still queued when its connection closed was never
-    // written (hyper's "operation was canceled"). One written and then cut
-    // off says "connection closed before message completed" or a reset.
-    let m = s.message().to_ascii_lowercase();
+    // refuses later streams on that connection (HTTP/2 GOAWAY, which tonic
+    // reports as exactly this); a call still queued when its connection
+    // closed was never written (hyper's "operation was canceled"). A call
+    // written and then cut off reads a body error, a reset or "connection
+    // closed before message completed" instead.
+    if s.message() == "h2 protocol error: http2 error" {
+        return true;
+    }
+    let chain = portal_proto::client::error_chain(s).to_ascii_lowercase();
     [
         "error trying to connect",
         "connection refused",
         "no such file or directory",
-        "h2 protocol error",
         "operation was canceled",
     ]
     .iter()
-    .any(|k| m.contains(k))
+    .any(|k| chain.contains(k))
 }

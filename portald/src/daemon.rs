@@ -306,7 +306,8 @@ impl Daemon {
         }
         let screen_seed = match (&carried.screen, is_pty) {
             (Some((redraw, offset)), true) => Some((redraw.clone().into_bytes(), *offset)),
-            // A crash left no screen: the log's tail rebuilds it.
+            // No screen carried (a crash, or an upgrade): the log's tail
+            // rebuilds it.
             (None, true) => self.log_tail(id, &shared).await,
             _ => None,
         };

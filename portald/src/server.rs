@@ -305,7 +305,11 @@ pub async fn serve(listener: Listener, shutdown: CancellationToken) -> anyhow::R
         drop(daemon);
         store.close().await;
         tokio::task::spawn_blocking(move || store_thread.join()).await.ok();
-        served.context("serving gRPC")?;
+        // Every program is handed over: an error of the server now must not
+        // keep the next daemon from taking them.
+        if let Err(e) = served {
+            tracing::warn!(error = %e, "serving gRPC ended with an error; handing over anyway");
+        }
         let handover = crate::upgrade::Handover { plan, listener: listen_fd, lock: lock.into() };
         return Ok(Ended::Upgrade(handover));
     }

@@ -108,7 +108,10 @@ pub(crate) fn check(
 ) -> Result<Plan, Refused> {
     let binary = binary.map_or_else(|| this.binary.clone(), Path::to_path_buf);
     let did_not_start = |why: String| Refused::DidNotStart { binary: binary.clone(), why };
+    // With the daemon's own arguments: a binary that no longer takes one of
+    // them is refused here, not after the handover.
     let mut child = std::process::Command::new(&binary)
+        .args(&this.args)
         .arg(CHECK_FLAG)
         .env_remove(HANDOVER_ENV)
         .stdin(std::process::Stdio::null())
@@ -290,6 +293,10 @@ pub fn exec(handover: Handover) -> std::io::Error {
     };
     tracing::error!(binary = %plan.binary.display(), error = %err, "cannot exec the new portald; starting this one again");
     let Ok(fallback) = fallback else { return err };
+    // The old binary is exec'd through this descriptor and does not know
+    // it: it must not stay open in it (ELF binaries exec fine with it
+    // close-on-exec).
+    let _ = rustix::io::fcntl_setfd(&fallback, rustix::io::FdFlags::CLOEXEC);
     let reason = format!("cannot exec {}: {err}", plan.binary.display());
     let env = match (inheritable(&listener), inheritable(&lock)) {
         (Ok(l), Ok(k)) => format!("listen={l},lock={k},failed={}", escape(&reason)),
@@ -320,21 +327,46 @@ pub fn fall_back(reason: &str) {
         reason,
         "the upgraded portald failed to start; going back to the one it replaced"
     );
+    // The socket and the lock go back too: clients waiting in the backlog
+    // are served by the old binary, and no other daemon slips in.
+    let mut env = format!("failed={}", escape(reason));
+    let socket = lock(&FALLBACK_SOCKET).take().or_else(|| {
+        // Failed before `bind` took them.
+        let mut inherited = lock(&INHERITED);
+        let i = inherited.as_mut()?;
+        Some((i.listener.take()?, i.lock.take()?))
+    });
+    if let Some((listener, held)) = &socket
+        && let (Ok(l), Ok(k)) = (inheritable(listener), inheritable(held))
+    {
+        env = format!("listen={l},lock={k},{env}");
+    }
     let path = format!("/proc/self/fd/{raw}");
     let err = std::process::Command::new(path)
         .args(std::env::args_os().skip(1))
-        .env(HANDOVER_ENV, format!("failed={}", escape(reason)))
+        .env(HANDOVER_ENV, env)
         .exec();
+    drop(socket);
     tracing::error!(error = %err, "cannot go back to the old portald either");
 }
 
 /// The way back, kept once `bind` has taken the listener and lock.
 static FALLBACK: Mutex<Option<OwnedFd>> = Mutex::new(None);
 
-/// Keeps the way back apart from what `bind` consumes.
+/// Copies of the inherited listener and lock, for the way back.
+static FALLBACK_SOCKET: Mutex<Option<(OwnedFd, OwnedFd)>> = Mutex::new(None);
+
+/// Keeps the way back apart from what `bind` consumes: the old binary's
+/// descriptor, and copies of the listening socket and the lock (the lock is
+/// held while any copy is open).
 pub(crate) fn keep_fallback(inherited: &mut Inherited) {
     if let Some(f) = inherited.fallback.take() {
         *lock(&FALLBACK) = Some(f);
+        if let (Some(listener), Some(held)) = (&inherited.listener, &inherited.lock)
+            && let (Ok(l), Ok(k)) = (listener.try_clone(), held.try_clone())
+        {
+            *lock(&FALLBACK_SOCKET) = Some((l, k));
+        }
     }
 }
 
@@ -342,6 +374,7 @@ pub(crate) fn keep_fallback(inherited: &mut Inherited) {
 /// is a crash like any other, and the next start adopts the programs.
 pub(crate) fn served() {
     lock(&FALLBACK).take();
+    lock(&FALLBACK_SOCKET).take();
     if let Some(i) = lock(&INHERITED).as_mut() {
         i.fallback.take();
     }

@@ -781,7 +781,11 @@ pub(crate) async fn run(
     }
     if enter {
         let key: &[u8] = if h.screen.is_some() { b"\r" } else { b"\n" };
-        h.write(Bytes::from_static(key)).await?;
+        // With the text typed, "nothing was done" is no longer true.
+        h.write(Bytes::from_static(key)).await.map_err(|e| match e {
+            ProcError::ShuttingDown if !input.is_empty() => ProcError::Interrupted(h.id()),
+            other => other,
+        })?;
     }
     // Cut after the input went in: saying "retry" would type it twice.
     let mut out = wait_with(h, cx, spec, completion.clone(), Entry::AfterInput, Some(attachment))

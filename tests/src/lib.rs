@@ -110,6 +110,43 @@ impl TestDaemon {
 impl Drop for TestDaemon {
     fn drop(&mut self) {
         self.shutdown.cancel();
+        // A test that ends without `stop` ends its runtime, and the daemon
+        // with it, before it has stopped its programs: they live on with
+        // the holder, as they would after a crash. Nothing a test started
+        // may outlive it.
+        if self.task.is_some() {
+            kill_what_outlives(&self.socket());
+        }
+    }
+}
+
+/// Kills, with SIGKILL, every process that carries `socket` as its
+/// `PORTAL_SOCKET` (the programs of that daemon and their descendants) and
+/// the portal-holder serving beside it.
+pub fn kill_what_outlives(socket: &Path) {
+    let mut needle = b"PORTAL_SOCKET=".to_vec();
+    needle.extend_from_slice(socket.as_os_str().as_encoded_bytes());
+    needle.push(0);
+    let holder = format!("{}.holder", socket.display());
+    let me = std::process::id().to_string();
+    let Ok(entries) = std::fs::read_dir("/proc") else { return };
+    let pids: Vec<String> = entries
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|pid| pid.bytes().all(|b| b.is_ascii_digit()) && *pid != me)
+        .filter(|pid| {
+            let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            environ.windows(needle.len()).any(|w| w == needle.as_slice())
+                || String::from_utf8_lossy(&cmdline).contains(&holder)
+        })
+        .collect();
+    if !pids.is_empty() {
+        // Some may have ended meanwhile; kill says so and that is fine.
+        let _ = std::process::Command::new("kill")
+            .arg("-9")
+            .args(&pids)
+            .stderr(std::process::Stdio::null())
+            .status();
     }
 }
 

@@ -180,6 +180,7 @@ pub(crate) fn start(parts: ActorParts, tracker: &TaskTracker) -> Result<ProcHand
         osc: crate::osc::OscScanner::default(),
         prompt_marks: carried_marks.0,
         handing_over: false,
+        kill_forced: false,
         agents,
         foreground: Foreground::default(),
         lineage,
@@ -295,6 +296,8 @@ pub(crate) struct ProcActor {
     /// keeps running, the readers stop at a chunk boundary, and this actor
     /// leaves its state with the holder instead of ending anything.
     handing_over: bool,
+    /// SIGKILL was sent to finish a kill under way before a handover.
+    kill_forced: bool,
 }
 
 /// The PTY's foreground process group, as agent discovery follows it.
@@ -433,6 +436,20 @@ impl ProcActor {
                 if self.ending == Ending::Done {
                     // Ended and recorded before the handover: nothing to carry.
                     return;
+                }
+                // A kill under way (a request, an idle timeout) is finished
+                // here, not handed over half done: the next daemon would
+                // see a running program and never send the SIGKILL.
+                if self.end_reason.is_some() {
+                    if !self.kill_forced {
+                        self.kill_forced = true;
+                        self.signal_tree(libc::SIGKILL).await;
+                    }
+                    if self.exit.is_some() && self.open_streams == 0 {
+                        self.finalize().await;
+                        return;
+                    }
+                    continue;
                 }
                 if self.open_streams == 0 {
                     self.hand_over().await;
@@ -836,16 +853,9 @@ impl ProcActor {
                 "the program did not read its input during the handover; what it has not read is dropped"
             );
         }
-        let screen = match &self.screen {
-            Some(screen) => {
-                let view = screen.view();
-                tokio::task::spawn_blocking(move || view.redraw())
-                    .await
-                    .ok()
-                    .map(|(bytes, offset)| (String::from_utf8_lossy(&bytes).into_owned(), offset))
-            }
-            None => None,
-        };
+        // The screen is not carried: the holder's welcome to the next daemon
+        // is one bounded message for every program, and screens would
+        // overflow it with a large fleet. The log's tail rebuilds it.
         let carried = super::handover::Carried {
             token: Some(self.facts.token.clone()),
             handed_over: true,
@@ -853,7 +863,7 @@ impl ProcActor {
             agent: self.agents.get(id),
             prompt_marks: self.prompt_marks,
             last_osc_seq: self.last_osc_seq,
-            screen,
+            screen: None,
         };
         self.holding.set_meta(id, carried.to_meta());
         tracing::info!(proc = %id, "handed over to the next daemon");

@@ -1,9 +1,11 @@
 //! What one daemon leaves with the holder for each program it hands over,
 //! so the next daemon continues it exactly: the session token, the
-//! server-side read cursors, the agent record, the prompt marks and the
-//! screen as escape sequences. Written at a live upgrade as the program's
-//! holder meta; a daemon that crashed wrote none beyond the spawn's token,
-//! and its successor rebuilds what it can from the log.
+//! server-side read cursors, the agent record and the prompt marks, a few
+//! hundred bytes (the holder's welcome carries every program's in one
+//! bounded message, so the screen is rebuilt from the log instead). Written
+//! at a live upgrade as the program's holder meta; a daemon that crashed
+//! wrote none beyond the spawn's token, and its successor rebuilds what it
+//! can from the log.
 
 use crate::agents::AgentRecord;
 
@@ -30,7 +32,7 @@ pub(crate) struct Carried {
     #[serde(default)]
     pub(crate) last_osc_seq: Option<u64>,
     /// Escape sequences that redraw the screen, and the output offset they
-    /// reflect.
+    /// reflect (read if present; not written: the log's tail rebuilds it).
     #[serde(default)]
     pub(crate) screen: Option<(String, u64)>,
 }
