@@ -28,12 +28,35 @@ pub(crate) enum CallError {
 pub(crate) struct DaemonLink {
     opts: LaunchOptions,
     client: Mutex<Option<Client>>,
+    /// When a call last got an answer: a link quiet for longer is checked
+    /// before a call that changes something.
+    last_answer: std::sync::Mutex<Option<std::time::Instant>>,
 }
+
+/// How long a link may have been quiet before a call that changes
+/// something first checks that the daemon is still there: a daemon that
+/// died meanwhile (a crash, an upgrade) is found by the check, which is
+/// repeated freely, instead of by the call, which may not be. Calls in
+/// quick succession skip it (a round trip each would cost the run's
+/// latency a fifth).
+const CHECK_AFTER_QUIET: std::time::Duration = std::time::Duration::from_millis(500);
 
 impl DaemonLink {
     /// A link that connects on first use.
     pub(crate) fn new(opts: LaunchOptions) -> Self {
-        Self { opts, client: Mutex::new(None) }
+        Self { opts, client: Mutex::new(None), last_answer: std::sync::Mutex::new(None) }
+    }
+
+    fn answered(&self) {
+        *self.last_answer.lock().unwrap_or_else(std::sync::PoisonError::into_inner) =
+            Some(std::time::Instant::now());
+    }
+
+    fn quiet(&self) -> bool {
+        self.last_answer
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .is_none_or(|at| at.elapsed() > CHECK_AFTER_QUIET)
     }
 
     async fn rpc(&self, fresh: bool) -> Result<PortalClient<Channel>, ClientError> {
@@ -57,16 +80,7 @@ impl DaemonLink {
         F: Fn(PortalClient<Channel>) -> Fut,
         Fut: Future<Output = Result<tonic::Response<T>, tonic::Status>>,
     {
-        let rpc = self.rpc(false).await.map_err(CallError::Unreachable)?;
-        match f(rpc).await {
-            Ok(r) => Ok(r.into_inner()),
-            Err(s) if portal_proto::client::is_disconnect(&s) => {
-                tracing::info!(status = %s.message(), "portald went away; reconnecting");
-                let rpc = self.rpc(true).await.map_err(CallError::Unreachable)?;
-                f(rpc).await.map(tonic::Response::into_inner).map_err(CallError::Status)
-            }
-            Err(s) => Err(CallError::Status(s)),
-        }
+        self.call_retrying(f, |_| true).await
     }
 
     /// Runs a call that changes something (types input, starts or signals
@@ -79,22 +93,41 @@ impl DaemonLink {
         F: Fn(PortalClient<Channel>) -> Fut,
         Fut: Future<Output = Result<tonic::Response<T>, tonic::Status>>,
     {
+        if self.quiet() {
+            self.call(|mut c| async move { c.get_info(portal_proto::v1::GetInfoRequest {}).await })
+                .await?;
+        }
+        self.call_retrying(f, never_sent).await
+    }
+
+    /// Runs a call; after a disconnect, reconnects and repeats it if
+    /// `repeat` allows, else reports it interrupted.
+    async fn call_retrying<T, F, Fut>(
+        &self,
+        f: F,
+        repeat: impl Fn(&tonic::Status) -> bool,
+    ) -> Result<T, CallError>
+    where
+        F: Fn(PortalClient<Channel>) -> Fut,
+        Fut: Future<Output = Result<tonic::Response<T>, tonic::Status>>,
+    {
         let rpc = self.rpc(false).await.map_err(CallError::Unreachable)?;
-        match f(rpc).await {
+        let answer = match f(rpc).await {
             Ok(r) => Ok(r.into_inner()),
             Err(s) if portal_proto::client::is_disconnect(&s) => {
                 tracing::info!(status = %s.message(), "portald went away; reconnecting");
                 let rpc = self.rpc(true).await.map_err(CallError::Unreachable)?;
-                if never_sent(&s) {
-                    return f(rpc)
-                        .await
-                        .map(tonic::Response::into_inner)
-                        .map_err(CallError::Status);
+                if !repeat(&s) {
+                    return Err(CallError::Interrupted(s));
                 }
-                Err(CallError::Interrupted(s))
+                f(rpc).await.map(tonic::Response::into_inner).map_err(CallError::Status)
             }
             Err(s) => Err(CallError::Status(s)),
+        };
+        if !matches!(&answer, Err(CallError::Status(s)) if portal_proto::client::is_disconnect(s)) {
+            self.answered();
         }
+        answer
     }
 }
 
@@ -108,9 +141,10 @@ fn never_sent(s: &tonic::Status) -> bool {
     // A daemon shutting down gracefully answers every call it accepted and
     // refuses later streams on that connection (HTTP/2 GOAWAY, which tonic
     // reports as exactly this); a call still queued when its connection
-    // closed was never written (hyper's "operation was canceled"). A call
-    // written and then cut off reads a body error, a reset or "connection
-    // closed before message completed" instead.
+    // closed was never written (hyper's "operation was canceled"). Anything
+    // else (a broken pipe, a reset, a body error) may have followed the
+    // call's arrival; a daemon that died while the link was quiet is found
+    // by the check before the call instead.
     if s.message() == "h2 protocol error: http2 error" {
         return true;
     }

@@ -346,35 +346,14 @@ impl Daemon {
 
     /// The last [`ADOPT_SCREEN_BYTES`] of a PTY program's output and the
     /// offset where they end (what a screen fed with them reflects), to
-    /// rebuild its screen after a crash.
+    /// rebuild its screen when it is adopted.
     async fn log_tail(
         &self,
         id: crate::proc::ProcId,
         shared: &crate::proc::Shared,
     ) -> Option<(Vec<u8>, u64)> {
-        use crate::proc::StreamId;
-        let i = StreamId::Stdout.index();
-        let end = shared.end[i].load(std::sync::atomic::Ordering::Acquire);
-        let from = end
-            .saturating_sub(ADOPT_SCREEN_BYTES)
-            .max(shared.start[i].load(std::sync::atomic::Ordering::Acquire));
-        let pieces = self
-            .store
-            .read(move |c| {
-                crate::store::read_range(
-                    c,
-                    id,
-                    StreamId::Stdout,
-                    from,
-                    end,
-                    ADOPT_SCREEN_BYTES,
-                    crate::store::Keep::Tail,
-                )
-            })
-            .await
-            .ok()?;
-        let bytes: Vec<u8> = pieces.iter().flat_map(|p| p.data.iter().copied()).collect();
-        Some((bytes, end))
+        let tail = crate::proc::output_tail(&self.store, id, shared, ADOPT_SCREEN_BYTES).await;
+        tail.ok().map(|(bytes, _, end)| (bytes, end))
     }
 
     /// Waits until everything recorded so far is committed, so what a

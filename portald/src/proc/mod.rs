@@ -227,6 +227,35 @@ pub(crate) enum LiveEvent {
     Ended,
 }
 
+/// The last `max` bytes of a process's stdout from the log: the bytes, the
+/// offset where they start and the one where they end (what a screen fed
+/// with them reflects).
+pub(crate) async fn output_tail(
+    store: &Store,
+    id: ProcId,
+    shared: &Shared,
+    max: u64,
+) -> Result<(Vec<u8>, u64, u64), ProcError> {
+    let i = StreamId::Stdout.index();
+    let end = shared.end[i].load(Ordering::Acquire);
+    let from = end.saturating_sub(max).max(shared.start[i].load(Ordering::Acquire));
+    let pieces = store
+        .read(move |c| {
+            crate::store::read_range(
+                c,
+                id,
+                StreamId::Stdout,
+                from,
+                end,
+                max,
+                crate::store::Keep::Tail,
+            )
+        })
+        .await?;
+    let bytes = pieces.iter().flat_map(|p| p.data.iter().copied()).collect();
+    Ok((bytes, from, end))
+}
+
 /// Counters and cursors that readers use without a round trip to the actor.
 #[derive(Debug, Default)]
 pub(crate) struct Shared {
@@ -643,24 +672,8 @@ impl ProcHandle {
             return Err(ProcError::NotPty(id));
         };
         let size = self.published().size.unwrap_or(size);
-        let end = self.shared.end[StreamId::Stdout.index()].load(Ordering::Acquire);
-        let from = end
-            .saturating_sub(crate::screen::REPLAY_BYTES)
-            .max(self.shared.start[StreamId::Stdout.index()].load(Ordering::Acquire));
-        let pieces = store
-            .read(move |c| {
-                crate::store::read_range(
-                    c,
-                    id,
-                    StreamId::Stdout,
-                    from,
-                    end,
-                    crate::screen::REPLAY_BYTES,
-                    crate::store::Keep::Tail,
-                )
-            })
-            .await?;
-        let bytes: Vec<u8> = pieces.iter().flat_map(|p| p.data.iter().copied()).collect();
+        let (bytes, from, _) =
+            output_tail(store, id, &self.shared, crate::screen::REPLAY_BYTES).await?;
         tokio::task::spawn_blocking(move || crate::screen::replay(id, size, &bytes, from))
             .await
             .map_err(|_| ProcError::Gone(id))
