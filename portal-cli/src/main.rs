@@ -283,7 +283,13 @@ pub(crate) fn proc_ref(s: &str) -> Option<pb::ProcRef> {
     Some(pb::ProcRef { target: Some(target) })
 }
 
+/// `--no-autostart` as given, for commands that connect again later (a
+/// follow or an attachment reconnecting after the daemon went away).
+pub(crate) static NO_AUTOSTART: std::sync::atomic::AtomicBool =
+    std::sync::atomic::AtomicBool::new(false);
+
 async fn connect(cli_no_autostart: bool) -> Result<Client, Failure> {
+    NO_AUTOSTART.store(cli_no_autostart, std::sync::atomic::Ordering::Relaxed);
     let mut opts = LaunchOptions::from_env();
     opts.autostart = !cli_no_autostart;
     connect_or_start(&opts).await.map_err(Failure::Unreachable)

@@ -233,11 +233,12 @@ pub(crate) async fn read(client: &Client, a: ReadArgs) -> Outcome {
 const RECONNECT_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// A fresh connection after the daemon went away (starting it if it is not
-/// running, as every command does).
+/// running, as every command does, unless `--no-autostart` was given).
 pub(crate) async fn reconnect()
 -> Result<pb::portal_client::PortalClient<tonic::transport::Channel>, Failure> {
     let deadline = tokio::time::Instant::now() + RECONNECT_TIMEOUT;
-    let opts = LaunchOptions::from_env();
+    let mut opts = LaunchOptions::from_env();
+    opts.autostart = !crate::NO_AUTOSTART.load(std::sync::atomic::Ordering::Relaxed);
     loop {
         match connect_or_start(&opts).await {
             Ok(client) => return Ok(client.rpc()),
