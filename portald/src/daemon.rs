@@ -304,13 +304,9 @@ impl Daemon {
                 mine[i] = cursors[i].min(ends[i]);
             }
         }
-        let screen_seed = match (&carried.screen, is_pty) {
-            (Some((redraw, offset)), true) => Some((redraw.clone().into_bytes(), *offset)),
-            // No screen carried (a crash, or an upgrade): the log's tail
-            // rebuilds it.
-            (None, true) => self.log_tail(id, &shared).await,
-            _ => None,
-        };
+        // The screen is rebuilt from the log's tail (a crash carries none,
+        // and an upgrade does not carry it: see `handover.rs`).
+        let screen_seed = if is_pty { self.log_tail(id, &shared).await } else { None };
         let parts = ActorParts {
             facts: ProcFacts {
                 id,

@@ -256,14 +256,6 @@ pub struct Handover {
     pub(crate) lock: OwnedFd,
 }
 
-impl Handover {
-    /// The version being upgraded to.
-    #[must_use]
-    pub fn to_version(&self) -> &str {
-        &self.plan.readiness.version
-    }
-}
-
 fn inheritable(fd: &OwnedFd) -> std::io::Result<RawFd> {
     rustix::io::fcntl_setfd(fd, rustix::io::FdFlags::empty())?;
     Ok(fd.as_raw_fd())

@@ -863,7 +863,6 @@ impl ProcActor {
             agent: self.agents.get(id),
             prompt_marks: self.prompt_marks,
             last_osc_seq: self.last_osc_seq,
-            screen: None,
         };
         self.holding.set_meta(id, carried.to_meta());
         tracing::info!(proc = %id, "handed over to the next daemon");

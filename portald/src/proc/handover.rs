@@ -31,10 +31,6 @@ pub(crate) struct Carried {
     /// Sequence number of the last OSC 3008 record.
     #[serde(default)]
     pub(crate) last_osc_seq: Option<u64>,
-    /// Escape sequences that redraw the screen, and the output offset they
-    /// reflect (read if present; not written: the log's tail rebuilds it).
-    #[serde(default)]
-    pub(crate) screen: Option<(String, u64)>,
 }
 
 impl Carried {
@@ -62,7 +58,7 @@ mod tests {
         let c = Carried::parse(r#"{"token":"abc"}"#);
         assert_eq!(c.token.as_deref(), Some("abc"));
         assert!(!c.handed_over);
-        assert!(c.cursors.is_none() && c.screen.is_none());
+        assert!(c.cursors.is_none());
     }
 
     #[test]
@@ -74,11 +70,9 @@ mod tests {
             agent: None,
             prompt_marks: 4,
             last_osc_seq: Some(9),
-            screen: Some(("\u{1b}[Hhello".into(), 42)),
         };
         let back = Carried::parse(&c.to_meta());
         assert_eq!(back.cursors, Some([1, 2, 3]));
-        assert_eq!(back.screen, Some(("\u{1b}[Hhello".into(), 42)));
         assert_eq!((back.prompt_marks, back.last_osc_seq, back.handed_over), (4, Some(9), true));
     }
 }
