@@ -3,9 +3,13 @@
 //! attach like `tmux attach`, and manage the daemon and its service.
 //!
 //! Every command talks to `portald` over its socket and starts it when
-//! nothing answers (except `daemon status`, `daemon stop` and `service`).
+//! nothing answers (except `daemon status`, `daemon stop` and `service`);
+//! with `--host` (or `host:` before a process), to the portald of another
+//! machine over SSH (`dial-stdio` is that connection's remote end).
 //! Exit codes: 0 ok, 1 the operation failed, 2 usage, 3 the daemon is
-//! unreachable (or speaks another protocol version).
+//! unreachable (or speaks another protocol version), and for a remote
+//! host: 4 unreachable, 5 login refused, 6 Portal not installed there,
+//! 7 the two sides speak different protocol versions.
 
 mod agents;
 mod attach;
@@ -21,7 +25,8 @@ use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use portal_proto::client::{Client, ClientError};
-use portal_proto::launch::{LaunchOptions, connect_or_start};
+use portal_proto::hosts::{self, Hosts, Target};
+use portal_proto::launch::LaunchOptions;
 use portal_proto::v1 as pb;
 
 /// Portal: run and drive interactive terminal programs through portald.
@@ -29,10 +34,17 @@ use portal_proto::v1 as pb;
 #[command(
     version,
     about,
-    after_help = "Processes are named by id or by the name given at start.\n\
-                  Exit codes: 0 ok, 1 operation failed, 2 usage, 3 daemon unreachable."
+    after_help = "Processes are named by id or by the name given at start, on another host \
+                  as HOST:ID or HOST:NAME (HOST from the hosts file).\n\
+                  Exit codes: 0 ok, 1 operation failed, 2 usage, 3 daemon unreachable; \
+                  on a remote host: 4 host unreachable, 5 login refused, 6 Portal not \
+                  installed there, 7 protocol versions differ."
 )]
 pub(crate) struct Cli {
+    /// The portald to talk to: `local`, a name from the hosts file
+    /// (~/.config/portal/hosts.toml), or ssh://[user@]host[:port].
+    #[arg(long, global = true, env = hosts::ENV_HOST, value_name = "HOST")]
+    host: Option<String>,
     /// Do not start portald when it is not running.
     #[arg(long, global = true, env = "PORTAL_NO_AUTOSTART", value_parser = clap::builder::BoolishValueParser::new())]
     no_autostart: bool,
@@ -55,6 +67,10 @@ enum Command {
         /// Include ended processes.
         #[arg(short, long)]
         all: bool,
+        /// List this machine and every host of the hosts file, each row
+        /// with its host.
+        #[arg(long, conflicts_with = "host")]
+        all_hosts: bool,
         #[command(flatten)]
         out: JsonFlag,
     },
@@ -167,6 +183,31 @@ enum Command {
     /// Show Portal at work: start a Python REPL on a PTY, type into it, wait
     /// for the answer, print its screen, clean up.
     Demo,
+    /// Connect standard input and output to portald, starting it if needed:
+    /// the remote end of `--host ssh://…` (clients run it over ssh).
+    DialStdio,
+}
+
+impl Command {
+    /// The process the command names, for a `host:` prefix.
+    fn proc_mut(&mut self) -> Option<&mut String> {
+        match self {
+            Command::Screen { proc, .. }
+            | Command::Write { proc, .. }
+            | Command::Secret { proc, .. }
+            | Command::Signal { proc, .. }
+            | Command::Kill { proc }
+            | Command::Clear { proc }
+            | Command::Rm { proc }
+            | Command::Inspect { proc, .. }
+            | Command::Attach { proc }
+            | Command::SendKeys { proc, .. } => Some(proc),
+            Command::Read(a) => Some(&mut a.proc),
+            Command::Wait(a) => Some(&mut a.proc),
+            Command::Run(a) => Some(&mut a.proc),
+            _ => None,
+        }
+    }
 }
 
 #[derive(Debug, Subcommand)]
@@ -232,7 +273,8 @@ enum DaemonCommand {
 pub(crate) enum Failure {
     /// The operation failed (exit 1).
     Failed(anyhow::Error),
-    /// The daemon is unreachable (exit 3).
+    /// The daemon is unreachable (exit 3, or 4 to 7 for what went wrong
+    /// reaching a remote host).
     Unreachable(ClientError),
     /// The daemon is not running and that was already said (exit 3).
     NotRunning,
@@ -249,6 +291,13 @@ impl From<anyhow::Error> for Failure {
 impl From<tonic::Status> for Failure {
     fn from(s: tonic::Status) -> Self {
         if portal_proto::client::is_disconnect(&s) {
+            if let Some(Target::Remote(r)) = TARGET.get() {
+                return Self::Failed(anyhow::anyhow!(
+                    "lost the connection to host {} (ssh ended: {}); its programs keep running there: run the command again",
+                    r.label,
+                    s.message()
+                ));
+            }
             return Self::Failed(anyhow::anyhow!(
                 "lost the connection to portald: {}",
                 s.message()
@@ -288,28 +337,102 @@ pub(crate) fn proc_ref(s: &str) -> Option<pb::ProcRef> {
 pub(crate) static NO_AUTOSTART: std::sync::atomic::AtomicBool =
     std::sync::atomic::AtomicBool::new(false);
 
-async fn connect(cli_no_autostart: bool) -> Result<Client, Failure> {
-    NO_AUTOSTART.store(cli_no_autostart, std::sync::atomic::Ordering::Relaxed);
+/// The portald every connection of this run goes to, for commands that
+/// connect again later.
+pub(crate) static TARGET: std::sync::OnceLock<Target> = std::sync::OnceLock::new();
+
+/// Connects to [`TARGET`] (this machine when unset), starting portald when
+/// nothing answers unless `--no-autostart` was given.
+pub(crate) async fn connect_target() -> Result<Client, ClientError> {
     let mut opts = LaunchOptions::from_env();
-    opts.autostart = !cli_no_autostart;
-    connect_or_start(&opts).await.map_err(Failure::Unreachable)
+    opts.autostart = !NO_AUTOSTART.load(std::sync::atomic::Ordering::Relaxed);
+    Client::connect_to(TARGET.get().unwrap_or(&Target::Local), &opts).await
 }
 
-async fn run(cli: Cli) -> Outcome {
+/// Which portald the command talks to: the host before a process's
+/// `host:` prefix (which is taken off), else `--host`/`PORTAL_HOST`, else
+/// this machine.
+fn choose_target(host: Option<&str>, command: &mut Command) -> Result<Target, Failure> {
+    // A broken hosts file matters only to a command that names a host.
+    let loaded = Hosts::load();
+    let prefixed = match (&loaded, command.proc_mut()) {
+        (Ok(hosts), Some(proc)) => match hosts.split_proc(proc) {
+            (Some(h), rest) => {
+                let h = h.to_owned();
+                *proc = rest.to_owned();
+                Some(h)
+            }
+            (None, _) => None,
+        },
+        _ => None,
+    };
+    let spec = match (prefixed, host) {
+        (Some(p), Some(h)) if p != h && !(p == hosts::LOCAL && h.is_empty()) => {
+            return Err(anyhow::anyhow!(
+                "the process is named on host {p:?} but --host (or PORTAL_HOST) says {h:?}; give one"
+            )
+            .into());
+        }
+        (Some(p), _) => p,
+        (None, Some(h)) => h.to_owned(),
+        (None, None) => return Ok(Target::Local),
+    };
+    if spec.is_empty() || spec == hosts::LOCAL {
+        return Ok(Target::Local);
+    }
+    let hosts = loaded.map_err(|e| Failure::Failed(e.into()))?;
+    hosts.resolve(&spec).map_err(|e| Failure::Failed(e.into()))
+}
+
+async fn run(mut cli: Cli) -> Outcome {
+    NO_AUTOSTART.store(cli.no_autostart, std::sync::atomic::Ordering::Relaxed);
+    let target = choose_target(cli.host.as_deref(), &mut cli.command)?;
+    if !target.is_local() {
+        let here_only = match &cli.command {
+            Command::Service(_) => Some("service"),
+            Command::Emit(_) => Some("emit"),
+            Command::DialStdio => Some("dial-stdio"),
+            Command::Hooks(_) => Some("hooks"),
+            Command::Daemon(DaemonCommand::Stop) => Some("daemon stop"),
+            Command::Daemon(DaemonCommand::Upgrade { .. }) => Some("daemon upgrade"),
+            Command::Daemon(DaemonCommand::Doctor) => Some("daemon doctor"),
+            _ => None,
+        };
+        if let Some(cmd) = here_only {
+            let Target::Remote(r) = &target else { unreachable!("checked above") };
+            return Err(anyhow::anyhow!(
+                "`{cmd}` works on this machine only; run it on {} itself: ssh {} portal-cli {cmd}",
+                r.label,
+                r.url.host
+            )
+            .into());
+        }
+    }
+    let _ = TARGET.set(target);
     match cli.command {
         Command::Service(cmd) => return service::run(cmd).map_err(Failure::Failed),
-        Command::Daemon(DaemonCommand::Status { out }) => return daemonctl::status(out).await,
+        Command::Daemon(DaemonCommand::Status { out })
+            if TARGET.get().is_some_and(Target::is_local) =>
+        {
+            return daemonctl::status(out).await;
+        }
         Command::Daemon(DaemonCommand::Stop) => return daemonctl::stop().await,
         Command::Daemon(DaemonCommand::Upgrade { binary, out }) => {
             return daemonctl::upgrade(binary, out).await;
         }
         Command::Daemon(DaemonCommand::Doctor) => return daemonctl::doctor(),
         Command::Emit(args) => return agents::emit(args).await,
+        Command::DialStdio => {
+            let mut opts = LaunchOptions::from_env();
+            opts.autostart = !cli.no_autostart;
+            return portal_proto::dial::serve_stdio(&opts).await.map_err(Failure::Unreachable);
+        }
+        Command::Ps { all, out, all_hosts: true } => return procs::ps_every_host(all, out).await,
         _ => {}
     }
-    let client = connect(cli.no_autostart).await?;
+    let client = connect_target().await.map_err(Failure::Unreachable)?;
     match cli.command {
-        Command::Ps { all, out } => procs::ps(&client, all, out).await,
+        Command::Ps { all, out, .. } => procs::ps(&client, all, out).await,
         Command::Start(args) => procs::start(&client, args).await,
         Command::Read(args) => output::read(&client, args).await,
         Command::Screen { proc, watch, out } => output::screen(&client, &proc, watch, out).await,
@@ -335,9 +458,22 @@ async fn run(cli: Cli) -> Outcome {
         Command::Programs(ProgramsCommand::Record { program, pty, notes }) => {
             procs::program_record(&client, program, matches!(pty, YesNo::Yes), notes).await
         }
-        Command::Daemon(DaemonCommand::Start) => daemonctl::started(&client),
+        Command::Daemon(DaemonCommand::Start | DaemonCommand::Status { .. }) => {
+            daemonctl::started(&client)
+        }
         Command::Demo => procs::demo(&client).await,
-        Command::Service(_) | Command::Daemon(_) | Command::Emit(_) => Ok(()),
+        Command::Service(_) | Command::Daemon(_) | Command::Emit(_) | Command::DialStdio => Ok(()),
+    }
+}
+
+/// The exit code of a connection failure (see the module docs).
+fn exit_code(e: &ClientError) -> u8 {
+    match e {
+        ClientError::HostUnreachable { .. } => 4,
+        ClientError::AuthRefused { .. } => 5,
+        ClientError::RemoteMissing { .. } => 6,
+        ClientError::VersionSkew { .. } => 7,
+        _ => 3,
     }
 }
 
@@ -362,6 +498,7 @@ fn main() -> ExitCode {
         Err(Failure::Silent) => ExitCode::FAILURE,
         Err(Failure::Unreachable(e)) => {
             eprintln!("error: {e}");
+            let code = exit_code(&e);
             if matches!(e, ClientError::Unavailable { .. }) {
                 eprintln!(
                     "hint: {}",
@@ -372,7 +509,7 @@ fn main() -> ExitCode {
                     }
                 );
             }
-            ExitCode::from(3)
+            ExitCode::from(code)
         }
     };
     // Do not wait for a blocking stdin read (attach, write --stdin) to return.

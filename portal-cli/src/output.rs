@@ -8,7 +8,6 @@ use std::time::Duration;
 use anyhow::Context as _;
 use clap::{Args, ValueEnum};
 use portal_proto::client::{Client, is_disconnect};
-use portal_proto::launch::{LaunchOptions, connect_or_start};
 use portal_proto::names;
 use portal_proto::v1 as pb;
 use serde_json::json;
@@ -33,7 +32,7 @@ pub(crate) enum StreamArg {
 #[derive(Debug, Args)]
 pub(crate) struct ReadArgs {
     /// Process id or name.
-    proc: String,
+    pub(crate) proc: String,
     /// Only output from the last DURATION (500ms, 10s, 5m, 2h).
     #[arg(long, value_parser = fmt::parse_duration, conflicts_with = "tail")]
     since: Option<Duration>,
@@ -237,10 +236,8 @@ const RECONNECT_TIMEOUT: Duration = Duration::from_secs(30);
 pub(crate) async fn reconnect()
 -> Result<pb::portal_client::PortalClient<tonic::transport::Channel>, Failure> {
     let deadline = tokio::time::Instant::now() + RECONNECT_TIMEOUT;
-    let mut opts = LaunchOptions::from_env();
-    opts.autostart = !crate::NO_AUTOSTART.load(std::sync::atomic::Ordering::Relaxed);
     loop {
-        match connect_or_start(&opts).await {
+        match crate::connect_target().await {
             Ok(client) => return Ok(client.rpc()),
             Err(e) if tokio::time::Instant::now() >= deadline => {
                 return Err(Failure::Unreachable(e));

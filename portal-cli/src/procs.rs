@@ -12,6 +12,7 @@ use portal_proto::names;
 use portal_proto::v1 as pb;
 use serde_json::json;
 
+use crate::Failure;
 use crate::fmt::{self, print_json};
 use crate::{JsonFlag, Outcome, proc_ref};
 
@@ -54,29 +55,97 @@ pub(crate) struct StartArgs {
 /// `ps`.
 pub(crate) async fn ps(client: &Client, all: bool, out: JsonFlag) -> Outcome {
     let list = client.rpc().list(pb::ListRequest {}).await?.into_inner();
-    let shown: Vec<&pb::Process> =
-        list.processes.iter().filter(|p| all || p.status() == pb::Status::Running).collect();
+    let rows: Vec<(Option<&str>, &pb::Process)> =
+        list.processes.iter().map(|p| (None, p)).collect();
+    print_ps(&rows, all, out);
+    Ok(())
+}
+
+/// `ps --all-hosts`: this machine and every host of the hosts file, one
+/// connection each, in turn. A host that cannot be reached is said on
+/// stderr (exit 1) and the others are still listed.
+pub(crate) async fn ps_every_host(all: bool, out: JsonFlag) -> Outcome {
+    let hosts = portal_proto::hosts::Hosts::load().map_err(anyhow::Error::from)?;
+    let mut opts = portal_proto::launch::LaunchOptions::from_env();
+    opts.autostart = !crate::NO_AUTOSTART.load(std::sync::atomic::Ordering::Relaxed);
+    let targets = std::iter::once(portal_proto::hosts::Target::Local)
+        .chain(hosts.remotes().cloned().map(portal_proto::hosts::Target::Remote));
+    let mut listed = Vec::new();
+    let mut failed = false;
+    for target in targets {
+        let list = match Client::connect_to(&target, &opts).await {
+            Ok(c) => c.rpc().list(pb::ListRequest {}).await.map_err(|s| s.message().to_owned()),
+            Err(e) => Err(e.to_string()),
+        };
+        match list {
+            Ok(l) => listed.push((target.label().to_owned(), l.into_inner().processes)),
+            Err(e) => {
+                eprintln!("host {}: {e}", target.label());
+                failed = true;
+            }
+        }
+    }
+    let rows: Vec<(Option<&str>, &pb::Process)> = listed
+        .iter()
+        .flat_map(|(host, procs)| procs.iter().map(move |p| (Some(host.as_str()), p)))
+        .collect();
+    print_ps(&rows, all, out);
+    if failed { Err(Failure::Silent) } else { Ok(()) }
+}
+
+/// Prints `ps` rows, each with its host when it has one.
+fn print_ps(rows: &[(Option<&str>, &pb::Process)], all: bool, out: JsonFlag) {
+    let shown: Vec<&(Option<&str>, &pb::Process)> =
+        rows.iter().filter(|(_, p)| all || p.status() == pb::Status::Running).collect();
     if out.json {
-        print_json(&json!(shown.iter().map(|p| fmt::process_json(p)).collect::<Vec<_>>()));
-        return Ok(());
+        print_json(&json!(
+            shown
+                .iter()
+                .map(|(host, p)| {
+                    let mut j = fmt::process_json(p);
+                    if let (Some(h), Some(obj)) = (host, j.as_object_mut()) {
+                        obj.insert("host".into(), json!(h));
+                    }
+                    j
+                })
+                .collect::<Vec<_>>()
+        ));
+        return;
     }
     if shown.is_empty() {
-        let hidden = list.processes.len();
+        let hidden = rows.len();
         if hidden > 0 && !all {
             println!("No running processes ({hidden} ended; --all shows them).");
         } else {
             println!("No managed processes.");
         }
-        return Ok(());
+        return;
     }
+    let with_hosts = rows.iter().any(|(h, _)| h.is_some());
+    let host_cell = |h: Option<&str>| {
+        if with_hosts {
+            format!("{:<12} ", h.unwrap_or("-").chars().take(12).collect::<String>())
+        } else {
+            String::new()
+        }
+    };
     // Fixed, hand-padded columns, not a table crate: the rows print one per
     // line with no borders (what `ps | awk` expects), and comfy-table's width
     // detection alone would bring crossterm in.
     println!(
-        "{:>4}  {:<12} {:>7}  {:<5}  {:<9}  {:<15}  {:<7}  {:>5}  {:>7}  COMMAND",
-        "ID", "NAME", "PID", "MODE", "STATUS", "STATE", "EXIT", "IDLE", "BYTES"
+        "{}{:>4}  {:<12} {:>7}  {:<5}  {:<9}  {:<15}  {:<7}  {:>5}  {:>7}  COMMAND",
+        host_cell(Some("HOST")),
+        "ID",
+        "NAME",
+        "PID",
+        "MODE",
+        "STATUS",
+        "STATE",
+        "EXIT",
+        "IDLE",
+        "BYTES"
     );
-    for p in shown {
+    for (host, p) in shown {
         let name =
             if p.name.is_empty() { "-".to_owned() } else { p.name.chars().take(12).collect() };
         let mode = if p.mode() == pb::Mode::Pty { "pty" } else { "pipes" };
@@ -86,7 +155,8 @@ pub(crate) async fn ps(client: &Client, all: bool, out: JsonFlag) -> Outcome {
             state.push('?');
         }
         println!(
-            "{:>4}  {:<12} {:>7}  {:<5}  {}  {:<15}  {:<7}  {:>5}  {:>7}  {}",
+            "{}{:>4}  {:<12} {:>7}  {:<5}  {}  {:<15}  {:<7}  {:>5}  {:>7}  {}",
+            host_cell(*host),
             p.id,
             name,
             p.pid,
@@ -99,7 +169,6 @@ pub(crate) async fn ps(client: &Client, all: bool, out: JsonFlag) -> Outcome {
             fmt::command_line(p, 60)
         );
     }
-    Ok(())
 }
 
 /// `start`.

@@ -77,7 +77,7 @@ impl UntilArgs {
 #[derive(Debug, Args)]
 pub(crate) struct WaitArgs {
     /// Process id or name.
-    proc: String,
+    pub(crate) proc: String,
     /// Count output from the start of its history, not only from now.
     #[arg(long)]
     from_start: bool,
@@ -91,7 +91,7 @@ pub(crate) struct WaitArgs {
 #[derive(Debug, Args)]
 pub(crate) struct RunArgs {
     /// Process id or name.
-    proc: String,
+    pub(crate) proc: String,
     /// Do not press Enter after the input.
     #[arg(long)]
     no_enter: bool,

@@ -81,6 +81,84 @@ pub enum ClientError {
     /// The daemon could not be started.
     #[error("cannot start portald: {0}")]
     Launch(String),
+    /// ssh could not reach a remote host.
+    #[error(
+        "cannot reach host {host}: {detail}\nhint: check that `ssh {host}` works from here (is it up, is the address and port right?)"
+    )]
+    HostUnreachable {
+        /// The host's label.
+        host: String,
+        /// What ssh said.
+        detail: String,
+    },
+    /// ssh reached the host but may not log in (or does not trust its key).
+    #[error(
+        "host {host} refused the login: {detail}\nhint: Portal runs ssh without a password prompt (BatchMode); set up a key (ssh-copy-id) or an agent, or accept the host key with a plain `ssh` once"
+    )]
+    AuthRefused {
+        /// The host's label.
+        host: String,
+        /// What ssh said.
+        detail: String,
+    },
+    /// The remote login could not run `portal-cli`.
+    #[error(
+        "portal-cli is not installed on host {host} (running {command:?} there failed: {detail})\nhint: install Portal there (`cargo install --path portal-cli` and `cargo install --path portald` from a checkout, or copy the three binaries), or set the path to portal-cli in the hosts file: [hosts] {host} = {{ url = \"ssh://…\", portal = \"/path/to/portal-cli\" }}"
+    )]
+    RemoteMissing {
+        /// The host's label.
+        host: String,
+        /// The command that was run there.
+        command: String,
+        /// What the remote shell said.
+        detail: String,
+    },
+    /// The two sides speak different protocol versions.
+    #[error("{}", version_skew(host, *local_protocol, local_version, *remote_protocol, remote_version))]
+    VersionSkew {
+        /// The host's label.
+        host: String,
+        /// This side's protocol.
+        local_protocol: u32,
+        /// This side's crate version.
+        local_version: String,
+        /// The remote side's protocol (`None`: too old to say).
+        remote_protocol: Option<u32>,
+        /// The remote side's crate version, when it said.
+        remote_version: String,
+    },
+    /// The remote side ran but could not serve (its portald would not
+    /// start, say).
+    #[error("portal on host {host} failed: {message}")]
+    RemoteFailed {
+        /// The host's label.
+        host: String,
+        /// What it said.
+        message: String,
+    },
+}
+
+/// The message of [`ClientError::VersionSkew`]: which side to upgrade.
+fn version_skew(
+    host: &str,
+    local_protocol: u32,
+    local_version: &str,
+    remote_protocol: Option<u32>,
+    remote_version: &str,
+) -> String {
+    let here =
+        format!("this machine's portal-cli {local_version} speaks protocol {local_protocol}");
+    match remote_protocol {
+        Some(p) if p > local_protocol => format!(
+            "{here} but host {host} runs Portal {remote_version} (protocol {p}): upgrade Portal on this machine"
+        ),
+        Some(p) => format!(
+            "{here} but host {host} runs Portal {remote_version} (protocol {p}): upgrade Portal on {host}"
+        ),
+        None => format!(
+            "{here} but the portal-cli on host {host} is too old to serve remote clients (it has no dial-stdio): upgrade Portal on {host}"
+        ),
+    }
 }
 
 /// A connected, version-checked client.
@@ -89,6 +167,7 @@ pub struct Client {
     rpc: PortalClient<Channel>,
     socket: PathBuf,
     info: GetInfoResponse,
+    host: Option<String>,
 }
 
 /// Checks that `socket` fits in `sun_path`.
@@ -136,6 +215,28 @@ pub fn verify_location(socket: &Path) -> Result<(), ClientError> {
     };
     check(dir, "socket's directory")?;
     check(socket, "socket")
+}
+
+/// Checks `socket` and dials it as [`Client::connect`] does, for a caller
+/// that pipes bytes rather than speaking gRPC (`dial-stdio`).
+///
+/// # Errors
+/// As [`Client::connect`], before any byte is sent.
+pub async fn dial_verified(socket: &Path) -> Result<Conn, ClientError> {
+    check_socket_path(socket)?;
+    verify_location(socket)?;
+    let refused = Arc::new(Mutex::new(None));
+    match dial(socket.to_path_buf(), Arc::clone(&refused)).await {
+        Ok(io) => Ok(io.into_inner()),
+        Err(e) => Err(refused
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take()
+            .unwrap_or_else(|| ClientError::Unavailable {
+                socket: socket.to_path_buf(),
+                reason: e.to_string(),
+            })),
+    }
 }
 
 /// Dials `socket` and refuses a peer running as another user (or one whose
@@ -210,7 +311,90 @@ impl Client {
                 daemon_version: info.daemon_version,
             });
         }
-        Ok(Self { rpc, socket: socket.to_path_buf(), info })
+        Ok(Self { rpc, socket: socket.to_path_buf(), info, host: None })
+    }
+
+    /// Connects to the portald of another machine over SSH ([`crate::ssh`]),
+    /// which starts it there when `autostart` and nothing answers. The
+    /// connection is one ssh process, shared by every call of this client
+    /// (and its clones); when it breaks, the next call starts another.
+    ///
+    /// # Errors
+    /// The ssh failures of [`crate::ssh::dial`], or
+    /// [`ClientError::RemoteFailed`] when the remote daemon does not answer.
+    pub async fn connect_remote(
+        remote: &crate::hosts::Remote,
+        autostart: bool,
+    ) -> Result<Self, ClientError> {
+        let endpoint = Endpoint::from_static("http://localhost");
+        let failed = Arc::new(Mutex::new(None));
+        let connector = {
+            let (remote, failed) = (remote.clone(), Arc::clone(&failed));
+            tower::service_fn(move |_: tonic::transport::Uri| {
+                let (remote, failed) = (remote.clone(), Arc::clone(&failed));
+                async move {
+                    match crate::ssh::dial(&remote, autostart).await {
+                        Ok(conn) => Ok(TokioIo::new(conn)),
+                        Err(e) => {
+                            let msg = e.to_string();
+                            *failed.lock().unwrap_or_else(std::sync::PoisonError::into_inner) =
+                                Some(e);
+                            Err(std::io::Error::other(msg))
+                        }
+                    }
+                }
+            })
+        };
+        let host = remote.label.clone();
+        let remote_failed =
+            |message: String| ClientError::RemoteFailed { host: host.clone(), message };
+        let channel = match endpoint.connect_with_connector(connector).await {
+            Ok(c) => c,
+            Err(e) => {
+                let why = failed.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take();
+                return Err(why.unwrap_or_else(|| remote_failed(error_chain(&e))));
+            }
+        };
+        let mut rpc = PortalClient::new(channel)
+            .max_decoding_message_size(MAX_MESSAGE_BYTES)
+            .max_encoding_message_size(MAX_MESSAGE_BYTES);
+        let info = rpc
+            .get_info(GetInfoRequest {})
+            .await
+            .map_err(|s| remote_failed(format!("GetInfo failed: {}", s.message())))?
+            .into_inner();
+        if info.protocol_version != PROTOCOL_VERSION {
+            return Err(ClientError::VersionSkew {
+                host: host.clone(),
+                local_protocol: PROTOCOL_VERSION,
+                local_version: env!("CARGO_PKG_VERSION").to_owned(),
+                remote_protocol: Some(info.protocol_version),
+                remote_version: info.daemon_version,
+            });
+        }
+        let socket = PathBuf::from(&info.socket);
+        Ok(Self { rpc, socket, info, host: Some(host) })
+    }
+
+    /// Connects to `target`: this machine's daemon (started when
+    /// `opts.autostart` and nothing answers), or a remote one over SSH.
+    ///
+    /// # Errors
+    /// As [`crate::launch::connect_or_start`] or [`Client::connect_remote`].
+    pub async fn connect_to(
+        target: &crate::hosts::Target,
+        opts: &crate::launch::LaunchOptions,
+    ) -> Result<Self, ClientError> {
+        match target {
+            crate::hosts::Target::Local => crate::launch::connect_or_start(opts).await,
+            crate::hosts::Target::Remote(r) => Self::connect_remote(r, opts.autostart).await,
+        }
+    }
+
+    /// The remote host's label, or `None` for this machine.
+    #[must_use]
+    pub fn host(&self) -> Option<&str> {
+        self.host.as_deref()
     }
 
     /// The generated stub (a cheap clone sharing the connection).
@@ -219,7 +403,8 @@ impl Client {
         self.rpc.clone()
     }
 
-    /// The socket this client is connected to.
+    /// The socket this client is connected to (on the remote host, for a
+    /// remote client).
     #[must_use]
     pub fn socket(&self) -> &Path {
         &self.socket

@@ -7,14 +7,21 @@
 //! - [`transport`]: the platform seam for connections (Unix sockets, and
 //!   named pipes by the same API), with each peer's credentials.
 //! - [`launch`]: finding and auto-starting `portald` when nothing answers.
+//! - [`hosts`]: which portald to talk to: this machine's, or another's
+//!   named in the hosts file or by an `ssh://` URL.
+//! - [`ssh`] and [`dial`]: the two ends of a connection to another
+//!   machine's portald over the system `ssh` (`portal-cli dial-stdio`).
 //! - [`paths`]: where the socket, the database and the daemon log live.
 //! - [`names`]: the lowercase names clients show for the wire's enums.
 
 pub mod client;
+pub mod dial;
+pub mod hosts;
 pub mod launch;
 pub mod names;
 pub mod osc3008;
 pub mod paths;
+pub mod ssh;
 pub mod transport;
 
 /// Generated protobuf messages and gRPC stubs for package `portal.v1`.

@@ -7,6 +7,7 @@
 //! and prints its path.
 
 pub mod fake_models;
+pub mod sshd;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;

@@ -1,0 +1,168 @@
+//! `portal-cli dial-stdio`: the remote end of a connection over SSH.
+//!
+//! A client reaching another machine runs `ssh host portal-cli dial-stdio`
+//! and speaks the normal gRPC API over ssh's stdin and stdout; this side
+//! connects those two to its own portald's socket (starting portald when
+//! nothing answers, like every client). Nothing new listens anywhere: the
+//! daemon sees an ordinary local connection, from the uid ssh logged in as,
+//! and checks it as it checks every peer.
+//!
+//! Before the first gRPC byte, this side writes one line, the handshake:
+//! `portal-dial-stdio/1 protocol=<N> version=<crate version>` when its
+//! daemon answered, or `portal-dial-stdio/1 error=<text>` when it could not
+//! reach one. The client reads it to tell "ssh connected and Portal is
+//! there, speaking protocol N" from every way that can fail, and to say
+//! which side to upgrade when the protocols differ.
+
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt as _};
+
+use crate::client::{ClientError, dial_verified};
+use crate::launch::{LaunchOptions, connect_or_start};
+
+/// What every handshake line starts with; the `/1` is the version of this
+/// framing, not of the gRPC protocol.
+pub const HANDSHAKE_PREFIX: &str = "portal-dial-stdio/1 ";
+
+/// A handshake line, parsed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Handshake {
+    /// The remote side reached its daemon; gRPC follows.
+    Ready {
+        /// The remote side's wire protocol version.
+        protocol: u32,
+        /// The remote side's crate version.
+        version: String,
+    },
+    /// The remote side could not reach its daemon; the connection ends.
+    Failed(String),
+}
+
+impl Handshake {
+    /// The line this side writes (with its newline).
+    #[must_use]
+    pub fn line(&self) -> String {
+        match self {
+            Handshake::Ready { protocol, version } => {
+                format!("{HANDSHAKE_PREFIX}protocol={protocol} version={version}\n")
+            }
+            // One line: the message's own newlines would end it early.
+            Handshake::Failed(e) => format!("{HANDSHAKE_PREFIX}error={}\n", e.replace('\n', " ")),
+        }
+    }
+
+    /// Parses a line (without its newline); `None` when it is not a
+    /// handshake (a login banner, say).
+    #[must_use]
+    pub fn parse(line: &str) -> Option<Self> {
+        let rest = line.trim_end_matches('\r').strip_prefix(HANDSHAKE_PREFIX)?;
+        if let Some(e) = rest.strip_prefix("error=") {
+            return Some(Handshake::Failed(e.to_owned()));
+        }
+        let mut protocol = None;
+        let mut version = String::new();
+        for field in rest.split_whitespace() {
+            match field.split_once('=') {
+                Some(("protocol", p)) => protocol = p.parse().ok(),
+                Some(("version", v)) => v.clone_into(&mut version),
+                _ => {}
+            }
+        }
+        Some(Handshake::Ready { protocol: protocol?, version })
+    }
+}
+
+/// Connects standard input and output to the daemon at `opts.socket`
+/// (starting it when `opts.autostart`), after the handshake line. Returns
+/// when either side closes: ssh going away ends this process, never a
+/// program.
+///
+/// # Errors
+/// When no daemon answers (said in the handshake too) or the pipe fails.
+pub async fn serve_stdio(opts: &LaunchOptions) -> Result<(), ClientError> {
+    serve(opts, tokio::io::stdin(), tokio::io::stdout()).await
+}
+
+/// [`serve_stdio`] over any pair of streams.
+async fn serve<R, W>(opts: &LaunchOptions, mut input: R, mut output: W) -> Result<(), ClientError>
+where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin,
+{
+    let conn = match connect_or_start(opts).await {
+        // The client is dropped: it checked that a daemon of this
+        // protocol answers; the pipe below is a connection of its own.
+        Ok(_) => dial_verified(&opts.socket).await,
+        Err(e) => Err(e),
+    };
+    let conn = match conn {
+        Ok(c) => c,
+        Err(e) => {
+            let line = Handshake::Failed(e.to_string()).line();
+            // The client learns why from the line; if it is gone, so be it.
+            let _ = output.write_all(line.as_bytes()).await;
+            let _ = output.flush().await;
+            return Err(e);
+        }
+    };
+    let hello = Handshake::Ready {
+        protocol: crate::PROTOCOL_VERSION,
+        version: env!("CARGO_PKG_VERSION").to_owned(),
+    };
+    let broken = |e: std::io::Error| ClientError::Unavailable {
+        socket: opts.socket.clone(),
+        reason: format!("the connection to the client broke: {e}"),
+    };
+    output.write_all(hello.line().as_bytes()).await.map_err(broken)?;
+    output.flush().await.map_err(broken)?;
+    let (mut from_daemon, mut to_daemon) = tokio::io::split(conn);
+    // Either direction ending ends both: a half-open HTTP/2 connection is
+    // of no use, and the daemon cancels what this connection was waiting
+    // on when it closes (the programs run on).
+    tokio::select! {
+        r = tokio::io::copy(&mut input, &mut to_daemon) => r.map(drop),
+        r = tokio::io::copy(&mut from_daemon, &mut output) => r.map(drop),
+    }
+    .map_err(broken)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, reason = "tests fail loudly")]
+    use super::*;
+
+    #[test]
+    fn handshake_lines_round_trip() {
+        for h in [
+            Handshake::Ready { protocol: 7, version: "1.2.3".into() },
+            Handshake::Failed("cannot reach portald: no such file".into()),
+        ] {
+            let line = h.line();
+            assert!(line.ends_with('\n') && line.matches('\n').count() == 1, "{line:?}");
+            assert_eq!(Handshake::parse(line.trim_end()), Some(h));
+        }
+        assert_eq!(
+            Handshake::parse(Handshake::Failed("a\nb".into()).line().trim_end()),
+            Some(Handshake::Failed("a b".into()))
+        );
+        assert_eq!(Handshake::parse("Welcome to host"), None);
+        assert_eq!(Handshake::parse("portal-dial-stdio/1 version=1"), None, "no protocol");
+    }
+
+    #[tokio::test]
+    async fn without_a_daemon_the_handshake_says_why() {
+        let dir = tempfile::Builder::new().prefix("pdl").tempdir_in("/tmp").unwrap();
+        let opts = LaunchOptions {
+            socket: dir.path().join("none.sock"),
+            data_dir: Some(dir.path().to_path_buf()),
+            autostart: false,
+            timeout: std::time::Duration::from_secs(1),
+        };
+        let mut out = Vec::new();
+        let err = serve(&opts, tokio::io::empty(), &mut out).await.unwrap_err();
+        let line = String::from_utf8(out).unwrap();
+        let Some(Handshake::Failed(why)) = Handshake::parse(line.trim_end()) else {
+            panic!("not a failure line: {line:?}")
+        };
+        assert!(why.contains("none.sock") && why == err.to_string(), "{why}");
+    }
+}
