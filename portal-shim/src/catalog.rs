@@ -168,6 +168,15 @@ impl ToolId {
     }
 
     /// The tool as `tools/list` shows it.
+    /// Whether the tool acts on a host's programs, and so takes `host`
+    /// when other hosts exist (the registry and the hook installer work on
+    /// this machine only).
+    pub(crate) fn names_a_host(self) -> bool {
+        let s = self.spec();
+        matches!(s.group, Group::Process | Group::Waits | Group::Agents)
+            && self != ToolId::AgentHooks
+    }
+
     pub(crate) fn tool(self) -> Tool {
         let s = self.spec();
         let input = (s.input)();

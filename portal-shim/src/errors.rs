@@ -1,6 +1,7 @@
 //! Daemon errors → tool results with `isError: true`, the message, and a
 //! one-line hint saying what to do next. Never a protocol error, never a crash.
 
+use portal_proto::client::ClientError;
 use tonic::Code;
 
 use crate::catalog::ToolId;
@@ -9,6 +10,15 @@ use crate::link::CallError;
 /// The text of a failed tool call.
 pub(crate) fn error_text(err: &CallError, id: Option<u64>) -> String {
     match err {
+        CallError::Unreachable(
+            e @ (ClientError::HostUnreachable { .. }
+            | ClientError::AuthRefused { .. }
+            | ClientError::RemoteMissing { .. }
+            | ClientError::VersionSkew { .. }
+            | ClientError::RemoteFailed { .. }),
+        ) => format!(
+            "Error: {e}\nThe programs on that host are untouched; once the connection works, call again."
+        ),
         CallError::Unreachable(e) => format!(
             "Error: {e}\nportald is not reachable and could not be started; see the shim's stderr log."
         ),

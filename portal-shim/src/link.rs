@@ -6,7 +6,8 @@
 use std::future::Future;
 
 use portal_proto::client::{Client, ClientError};
-use portal_proto::launch::{LaunchOptions, connect_or_start};
+use portal_proto::hosts::Target;
+use portal_proto::launch::LaunchOptions;
 use portal_proto::v1::portal_client::PortalClient;
 use tokio::sync::Mutex;
 use tonic::transport::Channel;
@@ -26,6 +27,8 @@ pub(crate) enum CallError {
 
 /// A lazily connected, self-healing link to the daemon.
 pub(crate) struct DaemonLink {
+    /// This machine's portald, or another's over ssh.
+    target: Target,
     opts: LaunchOptions,
     client: Mutex<Option<Client>>,
     /// When a call last got an answer: a link quiet for longer is checked
@@ -42,9 +45,9 @@ pub(crate) struct DaemonLink {
 const CHECK_AFTER_QUIET: std::time::Duration = std::time::Duration::from_millis(500);
 
 impl DaemonLink {
-    /// A link that connects on first use.
-    pub(crate) fn new(opts: LaunchOptions) -> Self {
-        Self { opts, client: Mutex::new(None), last_answer: std::sync::Mutex::new(None) }
+    /// A link to `target` that connects on first use.
+    pub(crate) fn new(target: Target, opts: LaunchOptions) -> Self {
+        Self { target, opts, client: Mutex::new(None), last_answer: std::sync::Mutex::new(None) }
     }
 
     fn answered(&self) {
@@ -67,7 +70,7 @@ impl DaemonLink {
         if let Some(c) = slot.as_ref() {
             return Ok(c.rpc());
         }
-        let client = connect_or_start(&self.opts).await?;
+        let client = Client::connect_to(&self.target, &self.opts).await?;
         let rpc = client.rpc();
         *slot = Some(client);
         Ok(rpc)

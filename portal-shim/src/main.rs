@@ -8,6 +8,7 @@ mod args;
 mod catalog;
 mod errors;
 mod framing;
+mod hosts;
 mod link;
 mod results;
 mod schema;
@@ -41,6 +42,10 @@ struct Cli {
     /// What the client may change: read-only (only tools that change nothing), no-kill (no tool that ends programs or deletes output), full
     #[arg(long, env = surface::ENV_TIER, value_enum, default_value_t = surface::Tier::Full)]
     tier: surface::Tier,
+    /// The portald tool calls go to when they name no host: local, a name
+    /// from the hosts file (~/.config/portal/hosts.toml), or ssh://[user@]host[:port]
+    #[arg(long, env = portal_proto::hosts::ENV_HOST, value_name = "HOST")]
+    host: Option<String>,
     /// Log filter for stderr (tracing EnvFilter syntax)
     #[arg(long, env = paths::ENV_LOG, default_value = "info")]
     log: String,
@@ -71,9 +76,11 @@ fn main() -> anyhow::Result<()> {
     let cwd = std::env::current_dir()
         .map(|p| p.to_string_lossy().into_owned())
         .unwrap_or_else(|_| "/".into());
+    let links = hosts::HostLinks::new(opts, cli.host.as_deref())
+        .map_err(|e| anyhow::anyhow!("--host / {}: {e}", portal_proto::hosts::ENV_HOST))?;
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     runtime.block_on(async move {
-        let shim = tools::Shim::new(Arc::new(link::DaemonLink::new(opts)), surface, cwd);
+        let shim = tools::Shim::new(Arc::new(links), surface, cwd);
         let io = framing::guard(tokio::io::stdin(), tokio::io::stdout());
         let service = shim.serve((io.input, io.output)).await?;
         service.waiting().await?;

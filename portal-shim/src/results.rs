@@ -12,6 +12,9 @@ use serde::Serialize;
 /// A managed process as agents see it.
 #[derive(Debug, Serialize, JsonSchema)]
 pub(crate) struct ProcessInfo {
+    /// The host it runs on, when it is not this machine (or every host was
+    /// listed).
+    pub(crate) host: Option<String>,
     /// Process id.
     pub(crate) id: u64,
     /// Unique name, if one was given.
@@ -70,6 +73,7 @@ impl From<&pb::Process> for ProcessInfo {
         let bytes =
             |s: pb::Stream| p.streams.iter().find(|x| x.stream() == s).map_or(0, |x| x.end_offset);
         Self {
+            host: None,
             id: p.id,
             name: (!p.name.is_empty()).then(|| p.name.clone()),
             pid: p.pid,
@@ -135,6 +139,9 @@ pub(crate) struct Started {
 pub(crate) struct Listed {
     /// Every managed process, by id.
     pub(crate) processes: Vec<ProcessInfo>,
+    /// Hosts that could not be listed, each with why (`host: "all"`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub(crate) unreachable: Vec<String>,
 }
 
 /// `process_inspect`, `process_kill` result.
@@ -298,10 +305,15 @@ pub(crate) fn list_text(list: &[ProcessInfo]) -> String {
     if list.is_empty() {
         return "No managed processes.".into();
     }
-    let mut out = String::from(
+    let hosts = list.iter().any(|p| p.host.is_some());
+    let mut out = String::from(if hosts { "HOST | " } else { "" });
+    out.push_str(
         "ID | OS_PID | STATUS    | STATE           | EXIT      | MODE  | TIMEOUT_MS | INACTIVE_MS | BYTES    | COMMAND\n",
     );
     for p in list {
+        if hosts {
+            let _ = write!(out, "{} | ", p.host.as_deref().unwrap_or("local"));
+        }
         let mode = if p.pty { "pty" } else { "pipes" };
         let mut command = std::iter::once(p.command.as_str())
             .chain(p.args.iter().map(String::as_str))

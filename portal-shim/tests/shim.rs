@@ -64,6 +64,9 @@ async fn spawn_shim_with(
     let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_portal-shim"));
     cmd.env_remove("PORTAL_TOOLS")
         .env_remove("PORTAL_TIER")
+        .env_remove("PORTAL_HOST")
+        // No hosts file of the user's: only this machine, unless a test says.
+        .env("PORTAL_HOSTS_FILE", "/nonexistent/portal-hosts.toml")
         .env_remove("PORTAL_NO_AUTOSTART")
         .env("PORTAL_SOCKET", socket)
         .env("PORTAL_DATA_DIR", data_dir)
@@ -898,5 +901,68 @@ async fn tool_sets_and_tiers_limit_what_is_listed_and_called() {
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success() && stderr.contains("\"agnets\""), "{stderr}");
+    d.stop().await;
+}
+
+#[tokio::test]
+async fn tools_drive_programs_on_another_host_over_ssh() {
+    let Some(sshd) = portal_tests::sshd::sshd_or_skip(&sibling_binary("portal-cli")).await else {
+        return;
+    };
+    let d = TestDaemon::start().await;
+    let hosts = sshd.box_only.display().to_string();
+    // Autostart on: the remote side starts its own portald (this one runs).
+    let shim = spawn_shim_with(
+        &d.socket(),
+        &d.dir.path().join("data"),
+        true,
+        &[],
+        &[("PORTAL_HOSTS_FILE", hosts.as_str())],
+    )
+    .await;
+    let tools = bounded("tools/list", shim.client.list_all_tools()).await.unwrap();
+    let arg = |tool: &str| {
+        let t = tools.iter().find(|t| t.name == tool).unwrap();
+        t.input_schema.get("properties").and_then(|p| p.get("host")).cloned()
+    };
+    let start_host = arg("process_start").expect("process_start takes a host");
+    assert!(start_host["description"].as_str().unwrap().contains("local, box"), "{start_host}");
+    assert!(arg("process_list").unwrap()["description"].as_str().unwrap().contains("\"all\""));
+    assert!(arg("program_query").is_none(), "the registry is this machine's");
+
+    let (_, s) = shim
+        .ok(
+            "process_start",
+            json!({"command": "python3", "args": ["-q"], "pty": true, "name": "py", "host": "box", "wait": "input"}),
+        )
+        .await;
+    assert_eq!(s["process"]["host"], json!(null), "{s}");
+    let (_, s) =
+        shim.ok("process_run", json!({"id": "py", "host": "box", "input": "print(6*7)"})).await;
+    assert!(s["output"].as_str().unwrap().contains("42"), "{s}");
+    shim.ok("process_start", json!({"command": "sleep", "args": ["600"], "name": "here"})).await;
+
+    let (text, s) = shim.ok("process_list", json!({"host": "all"})).await;
+    let host_of = |name: &str| -> Vec<Value> {
+        s["processes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|p| p["name"] == name)
+            .map(|p| p["host"].clone())
+            .collect()
+    };
+    assert_eq!(host_of("py"), [json!("box")], "{text}");
+    assert_eq!(host_of("here"), [json!("local")], "{text}");
+    assert!(text.starts_with("HOST | ID"), "{text}");
+    let (_, s) = shim.ok("process_list", json!({})).await;
+    assert!(!s.to_string().contains("\"py\""), "the default host is this machine: {s}");
+
+    let err = shim.err("process_list", json!({"host": "nowhere"})).await;
+    assert!(err.contains("unknown host \"nowhere\"") && err.contains("local, box"), "{err}");
+    let err = shim.err("program_query", json!({"program": "psql", "host": "box"})).await;
+    assert!(err.contains("takes no host"), "{err}");
+    let (_, s) = shim.ok("process_kill", json!({"id": "py", "host": "box"})).await;
+    assert_eq!(s["process"]["status"], json!("killed"), "{s}");
     d.stop().await;
 }

@@ -38,6 +38,7 @@ mod registry;
 mod waits;
 
 use crate::errors::{error_text, in_tool_terms};
+use crate::hosts::{HOST_ARG, HostLinks};
 use crate::link::{CallError, DaemonLink};
 
 /// Server instructions, kept under 2 KB (checked by a test).
@@ -54,7 +55,11 @@ const PROGRESS_LINE_CHARS: usize = 160;
 /// The MCP server.
 #[derive(Clone)]
 pub(crate) struct Shim {
+    /// The link of the host this call goes to.
     link: Arc<DaemonLink>,
+    /// That host, when it is not this machine (for labels).
+    host: Option<String>,
+    hosts: Arc<HostLinks>,
     surface: Arc<Surface>,
     tools: Arc<Vec<Tool>>,
     cwd: String,
@@ -149,9 +154,61 @@ impl Shim {
     /// A shim talking to the daemon through `link`, offering the tools of
     /// `surface`; `cwd` is the default working directory for started
     /// programs.
-    pub(crate) fn new(link: Arc<DaemonLink>, surface: Surface, cwd: String) -> Self {
-        let tools = surface.tools().map(ToolId::tool).collect();
-        Self { link, surface: Arc::new(surface), tools: Arc::new(tools), cwd }
+    pub(crate) fn new(hosts: Arc<HostLinks>, surface: Surface, cwd: String) -> Self {
+        let tools = surface
+            .tools()
+            .map(|id| {
+                let mut tool = id.tool();
+                if hosts.offered() && id.names_a_host() {
+                    hosts.add_host_arg(&mut tool, id == ToolId::ProcessList);
+                }
+                tool
+            })
+            .collect();
+        let Ok((link, target)) = hosts.link(None) else {
+            unreachable!("the default host was resolved when the links were made")
+        };
+        let host = (!target.is_local()).then(|| target.label().to_owned());
+        Self { link, host, hosts, surface: Arc::new(surface), tools: Arc::new(tools), cwd }
+    }
+
+    /// This shim, its calls going to `host` (the default when `None`).
+    fn on_host(&self, host: Option<&str>) -> Result<Self, String> {
+        let (link, target) = self.hosts.link(host)?;
+        let host = (!target.is_local()).then(|| target.label().to_owned());
+        Ok(Self { link, host, ..self.clone() })
+    }
+
+    /// `process_list` with `host: "all"`: every host at once, each entry
+    /// with its host; a host that cannot be reached is said, the rest
+    /// listed.
+    async fn list_everywhere(&self) -> ToolResult {
+        let lists = futures::future::join_all(self.hosts.every().into_iter().map(
+            |(link, target)| async move {
+                let shim = Self { link, host: Some(target.label().to_owned()), ..self.clone() };
+                let listed =
+                    shim.call(None, |mut c| async move { c.list(pb::ListRequest {}).await }).await;
+                (target.label().to_owned(), listed)
+            },
+        ))
+        .await;
+        let mut processes = Vec::new();
+        let mut unreachable = Vec::new();
+        for (host, listed) in lists {
+            match listed {
+                Ok(l) => processes.extend(l.processes.iter().map(|p| {
+                    let mut info = crate::results::ProcessInfo::from(p);
+                    info.host = Some(host.clone());
+                    info
+                })),
+                Err(e) => unreachable.push(format!("{host}: {}", e.trim_start_matches("Error: "))),
+            }
+        }
+        let mut text = crate::results::list_text(&processes);
+        for u in &unreachable {
+            text.push_str(&format!("\nUnreachable host {u}"));
+        }
+        ok(text, &Listed { processes, unreachable })
     }
 
     async fn call<T, F, Fut>(&self, id: Option<u64>, f: F) -> Result<T, String>
@@ -252,10 +309,29 @@ impl Shim {
         if !self.surface.offers(tool) {
             return Some(Err(self.surface.refusal(tool)));
         }
-        if let Err(e) = self.resolve_names(&mut args).await {
+        let host = match args.remove(HOST_ARG) {
+            None => None,
+            Some(serde_json::Value::String(h)) if tool.names_a_host() => Some(h),
+            Some(_) if tool.names_a_host() => {
+                return Some(Err("Error: host: expected a host name (a string).".into()));
+            }
+            Some(_) => {
+                return Some(Err(format!(
+                    "Error: {name} takes no host: it works on this machine's Portal."
+                )));
+            }
+        };
+        if tool == ToolId::ProcessList && host.as_deref() == Some(portal_proto::hosts::ALL) {
+            return Some(self.list_everywhere().await);
+        }
+        let shim = match self.on_host(host.as_deref()) {
+            Ok(s) => s,
+            Err(e) => return Some(Err(e)),
+        };
+        if let Err(e) = shim.resolve_names(&mut args).await {
             return Some(Err(e));
         }
-        let result = self.handle(tool, name, args, progress).await;
+        let result = shim.handle(tool, name, args, progress).await;
         Some(result.map_err(|e| in_tool_terms(tool, e)))
     }
 
@@ -323,10 +399,15 @@ impl Shim {
 
 impl ServerHandler for Shim {
     fn get_info(&self) -> ServerConfig {
-        let instructions = match self.surface.note() {
+        let mut instructions = match self.surface.note() {
             Some(note) => format!("{INSTRUCTIONS}\n{note}\n"),
             None => INSTRUCTIONS.to_owned(),
         };
+        if self.hosts.offered() {
+            instructions.push_str(
+                "Other machines: tools take `host` (see its description); ids and names are per host, so keep passing the host a process was started on. process_list with host \"all\" lists every host.\n",
+            );
+        }
         let mut info = InitializeResult::new(ServerCapabilities::builder().enable_tools().build())
             .with_instructions(instructions);
         info.server_info = Implementation::new("portal", env!("CARGO_PKG_VERSION"));

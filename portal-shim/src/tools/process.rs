@@ -237,8 +237,12 @@ impl Shim {
 
     pub(super) async fn list(&self, _: NoArgs, _: Progress) -> Reply<Listed> {
         let r = self.call(None, |mut c| async move { c.list(pb::ListRequest {}).await }).await?;
-        let processes: Vec<ProcessInfo> = r.processes.iter().map(ProcessInfo::from).collect();
-        Ok((results::list_text(&processes), Listed { processes }))
+        let processes: Vec<ProcessInfo> = r
+            .processes
+            .iter()
+            .map(|p| ProcessInfo { host: self.host.clone(), ..ProcessInfo::from(p) })
+            .collect();
+        Ok((results::list_text(&processes), Listed { processes, unreachable: Vec::new() }))
     }
 
     pub(super) async fn inspect(&self, a: IdArgs, _: Progress) -> Reply<Inspected> {
