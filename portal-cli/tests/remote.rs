@@ -10,6 +10,8 @@
 use std::path::Path;
 use std::process::Output;
 
+use portal_proto::client::Client;
+use portal_proto::v1 as pb;
 use portal_tests::sshd::{Sshd, sshd_or_skip};
 use portal_tests::*;
 use serde_json::Value;
@@ -139,19 +141,22 @@ async fn a_dropped_ssh_connection_mid_wait_is_a_retryable_error_and_the_program_
     )
     .await));
     let target = format!("box:{id}");
-    let waiting =
-        command(&s, &h, &["wait", &target, "--match", "never-printed", "--timeout", "40s"])
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
+    // `run` types its input, then waits: once the program has printed
+    // what the input makes it print, the wait is in flight. (The remote
+    // daemon is on this machine: the test watches it directly.)
+    let remote = Client::connect(&sshd.remote_socket).await.unwrap();
+    let waiting = command(
+        &s,
+        &h,
+        &["run", &target, "--match", "never-printed", "--timeout", "40s", "--", "go"],
+    )
+    .stdout(std::process::Stdio::piped())
+    .stderr(std::process::Stdio::piped())
+    .spawn()
+    .unwrap();
     let cli_pid = waiting.id().unwrap();
-    // The wait is in flight once its ssh runs and the remote side serves it.
-    let ssh_pid = wait_until("the wait's ssh and the remote dial-stdio", async || {
-        let ssh = child_named(cli_pid, "ssh")?;
-        remote_end_runs().then_some(ssh)
-    })
-    .await;
+    wait_for_text(&mut remote.rpc(), id.parse().unwrap(), pb::Stream::Stdout, "got-go\n").await;
+    let ssh_pid = wait_until("the run's ssh", async || child_named(cli_pid, "ssh")).await;
     let _ = std::process::Command::new("kill").args(["-9", &ssh_pid.to_string()]).status();
     let out = bounded("the wait to end", waiting.wait_with_output()).await.unwrap();
     assert_eq!(out.status.code(), Some(1), "{}", text(&out));
@@ -163,6 +168,7 @@ async fn a_dropped_ssh_connection_mid_wait_is_a_retryable_error_and_the_program_
     // Nothing was lost: the program runs, and answers.
     let ran = ok(&cli(&s, &h, &["run", &target, "--", "still-here"]).await);
     assert!(ran.contains("got-still-here"), "{ran}");
+    drop(remote);
     local.stop().await;
 }
 
@@ -172,16 +178,6 @@ fn child_named(parent: u32, name: &str) -> Option<u32> {
         std::fs::read_to_string(format!("/proc/{parent}/task/{parent}/children")).ok()?;
     children.split_whitespace().filter_map(|p| p.parse().ok()).find(|p: &u32| {
         std::fs::read_to_string(format!("/proc/{p}/comm")).is_ok_and(|c| c.trim() == name)
-    })
-}
-
-/// Whether a remote end (`portal-cli dial-stdio`, started by sshd) runs.
-fn remote_end_runs() -> bool {
-    let Ok(entries) = std::fs::read_dir("/proc") else { return false };
-    entries.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok()).any(|p| {
-        std::fs::read_to_string(format!("/proc/{p}/comm")).is_ok_and(|c| c.trim() == "portal-cli")
-            && std::fs::read(format!("/proc/{p}/cmdline"))
-                .is_ok_and(|c| String::from_utf8_lossy(&c).contains("dial-stdio"))
     })
 }
 
@@ -201,6 +197,19 @@ async fn each_way_of_failing_to_reach_a_host_has_its_message_and_exit_code() {
         assert_eq!(out.status.code(), Some(code), "{host}: {said}");
         assert!(said.contains(says), "{host}: {said}");
     }
+    // A shared connection set up in the user's ssh configuration is used
+    // as it is: the first command leaves a master, the next rides on it.
+    ok(&cli(&s, &h, &["--host", "mux", "ps"]).await);
+    let masters = || {
+        std::fs::read_dir(sshd.dir.path())
+            .unwrap()
+            .filter(|e| e.as_ref().unwrap().file_name().to_string_lossy().starts_with("cm-"))
+            .count()
+    };
+    assert_eq!(masters(), 1, "ControlMaster made its socket");
+    let listed = ok(&cli(&s, &h, &["--host", "mux", "ps", "--all"]).await);
+    assert!(listed.contains("No") || listed.contains("ID"), "{listed}");
+    assert_eq!(masters(), 1, "and the next connection shared it");
     let out = cli(&s, &h, &["--host", "nowhere", "ps"]).await;
     assert_eq!(out.status.code(), Some(1), "{}", text(&out));
     assert!(text(&out).contains("unknown host \"nowhere\""), "{}", text(&out));

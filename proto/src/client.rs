@@ -289,20 +289,13 @@ impl Client {
                 return Err(refusal.unwrap_or_else(|| unavailable(error_chain(&e))));
             }
         };
-        let mut rpc = PortalClient::new(channel)
-            .max_decoding_message_size(MAX_MESSAGE_BYTES)
-            .max_encoding_message_size(MAX_MESSAGE_BYTES);
-        let info = rpc
-            .get_info(GetInfoRequest {})
-            .await
-            .map_err(|s| match s.code() {
-                tonic::Code::PermissionDenied => ClientError::Refused {
-                    socket: socket.to_path_buf(),
-                    reason: s.message().to_owned(),
-                },
-                _ => unavailable(format!("GetInfo failed: {}", s.message())),
-            })?
-            .into_inner();
+        let (rpc, info) = greet(channel).await.map_err(|s| match s.code() {
+            tonic::Code::PermissionDenied => ClientError::Refused {
+                socket: socket.to_path_buf(),
+                reason: s.message().to_owned(),
+            },
+            _ => unavailable(format!("GetInfo failed: {}", s.message())),
+        })?;
         if info.protocol_version != PROTOCOL_VERSION {
             return Err(ClientError::VersionMismatch {
                 socket: socket.to_path_buf(),
@@ -355,14 +348,9 @@ impl Client {
                 return Err(why.unwrap_or_else(|| remote_failed(error_chain(&e))));
             }
         };
-        let mut rpc = PortalClient::new(channel)
-            .max_decoding_message_size(MAX_MESSAGE_BYTES)
-            .max_encoding_message_size(MAX_MESSAGE_BYTES);
-        let info = rpc
-            .get_info(GetInfoRequest {})
+        let (rpc, info) = greet(channel)
             .await
-            .map_err(|s| remote_failed(format!("GetInfo failed: {}", s.message())))?
-            .into_inner();
+            .map_err(|s| remote_failed(format!("GetInfo failed: {}", s.message())))?;
         if info.protocol_version != PROTOCOL_VERSION {
             return Err(ClientError::VersionSkew {
                 host: host.clone(),
@@ -415,6 +403,17 @@ impl Client {
     pub fn info(&self) -> &GetInfoResponse {
         &self.info
     }
+}
+
+/// The stub over `channel` and the daemon's `GetInfo`, its first call.
+async fn greet(
+    channel: Channel,
+) -> Result<(PortalClient<Channel>, GetInfoResponse), tonic::Status> {
+    let mut rpc = PortalClient::new(channel)
+        .max_decoding_message_size(MAX_MESSAGE_BYTES)
+        .max_encoding_message_size(MAX_MESSAGE_BYTES);
+    let info = rpc.get_info(GetInfoRequest {}).await?.into_inner();
+    Ok((rpc, info))
 }
 
 /// Joins an error and its sources with `: `.

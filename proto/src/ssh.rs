@@ -181,16 +181,22 @@ pub async fn dial(remote: &Remote, autostart: bool) -> Result<SshConn, ClientErr
     // ssh ended (or printed something else): its status and stderr say why.
     drop(stdin);
     let status = tokio::time::timeout(Duration::from_secs(5), child.wait()).await;
-    let code = match status {
-        Ok(Ok(s)) => s.code(),
+    let (code, signal) = match status {
+        Ok(Ok(s)) => (s.code(), std::os::unix::process::ExitStatusExt::signal(&s)),
         _ => {
             let _ = child.kill().await;
-            None
+            (None, None)
         }
     };
     // The stderr reader ends with ssh; give it a moment to take the rest.
     let text = tokio::time::timeout(Duration::from_secs(1), said).await.ok().and_then(Result::ok);
     let text = text.unwrap_or_default();
+    if let (Some(signal), "") = (signal, text.trim()) {
+        return Err(ClientError::HostUnreachable {
+            host: remote.label.clone(),
+            detail: format!("ssh was ended by signal {signal} before Portal answered"),
+        });
+    }
     Err(classify(remote, code, text.trim(), &failure))
 }
 

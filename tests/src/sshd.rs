@@ -7,7 +7,9 @@
 //! sets `PORTAL_SOCKET` and `PORTAL_DATA_DIR` in every session it starts
 //! (`SetEnv`), so what runs over ssh never meets the test's local daemon.
 //!
-//! The hosts file names, for the error tests: `box` (works), `nokey` (a key
+//! The hosts file names `box` (works), `mux` (works, through a shared
+//! connection: `ControlMaster auto` in its ssh configuration), and for the
+//! error tests `nokey` (a key
 //! the server does not accept), `down` (a port nothing listens on),
 //! `missing` (no portal-cli at the path given) and `old` (a stand-in for a
 //! portal-cli of another protocol version: it answers the handshake with
@@ -36,6 +38,8 @@ pub struct Sshd {
     pub remote_socket: PathBuf,
     /// The client configuration (`ssh -F`) with the accepted key.
     pub ssh_config: PathBuf,
+    /// The same with `ControlMaster auto` (its sockets `cm-*` in `dir`).
+    pub mux_config: PathBuf,
     /// The login name.
     pub user: String,
     portal_cli: PathBuf,
@@ -120,6 +124,18 @@ impl Sshd {
         };
         let ssh_config = d.join("ssh_config");
         std::fs::write(&ssh_config, client_config("user_key")).map_err(|e| e.to_string())?;
+        // The same with connection sharing, as users set it up in their own
+        // ~/.ssh/config: Portal's ssh must take it as it is.
+        let mux_config = d.join("mux_config");
+        std::fs::write(
+            &mux_config,
+            format!(
+                "{}  ControlMaster auto\n  ControlPath {}/cm-%C\n  ControlPersist 30\n",
+                client_config("user_key"),
+                d.display()
+            ),
+        )
+        .map_err(|e| e.to_string())?;
         std::fs::write(d.join("other_config"), client_config("other_key"))
             .map_err(|e| e.to_string())?;
         let old = d.join("old-portal-cli");
@@ -141,8 +157,9 @@ impl Sshd {
         std::fs::write(
             &hosts_file,
             format!(
-                "[hosts]\nbox = {}\nnokey = {}\ndown = {}\nmissing = {}\nold = {}\n",
+                "[hosts]\nbox = {}\nmux = {}\nnokey = {}\ndown = {}\nmissing = {}\nold = {}\n",
                 entry(port, portal_cli, "ssh_config"),
+                entry(port, portal_cli, "mux_config"),
                 entry(port, portal_cli, "other_config"),
                 entry(down, portal_cli, "ssh_config"),
                 entry(port, Path::new("/nonexistent/portal-cli"), "ssh_config"),
@@ -177,6 +194,7 @@ impl Sshd {
             box_only,
             remote_socket,
             ssh_config,
+            mux_config,
             user,
             portal_cli: portal_cli.to_path_buf(),
             child,

@@ -32,6 +32,11 @@
 //!     sent to the model on every turn), and what one call costs through raw
 //!     JSON-RPC on the shim's stdio (`process_list` of five processes beside
 //!     `process_write`), with no client library in between.
+//! 11. ssh: a remote host through a real sshd on loopback: the time to
+//!     connect (ssh, the remote `portal-cli dial-stdio`, the handshake and
+//!     `GetInfo`) beside `ssh host true`, and write→match through it
+//!     (`Run` on the remote host's `cat`) beside a raw `ssh host cat` echo
+//!     over one ssh connection, like Portal's.
 //!
 //! It prints one table (or `--json`) with PASS/MISS against Portal's
 //! targets. `--smoke` runs every section at a tiny size (for CI: it proves
@@ -47,6 +52,7 @@ use clap::Parser;
 use portal_proto::client::Client;
 use portal_proto::v1 as pb;
 use portal_proto::v1::portal_client::PortalClient;
+use portal_tests::sshd::Sshd;
 use rmcp::ServiceExt as _;
 use rmcp::model::CallToolRequestParams;
 use serde_json::{Value, json};
@@ -62,7 +68,7 @@ struct Args {
     /// Print JSON instead of a table.
     #[arg(long)]
     json: bool,
-    /// Run only these sections (capture, or pty-capture / pipe-capture alone; rtt, scale, memory, cold, cycle, prompt, spawn, tools).
+    /// Run only these sections (capture, or pty-capture / pipe-capture alone; rtt, scale, memory, cold, cycle, prompt, spawn, tools, ssh).
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
 }
@@ -500,13 +506,12 @@ fn raw_rtt(tries: usize) -> anyhow::Result<Vec<f64>> {
     Ok(times)
 }
 
-async fn rtt(d: &Daemon, sizes: &Sizes, rows: &mut Vec<Row>) -> anyhow::Result<()> {
-    let raw = tokio::task::spawn_blocking({
-        let tries = sizes.rtt_tries;
-        move || raw_rtt(tries)
-    })
-    .await??;
-    let mut rpc = d.rpc();
+/// Starts `cat` on a PTY (echo off) and times `tries` runs that type a line
+/// and wait for it back, after 20 to warm up; returns its id and the times.
+async fn run_echo(
+    rpc: &mut PortalClient<Channel>,
+    tries: usize,
+) -> anyhow::Result<(u64, Vec<f64>)> {
     let argv: Vec<String> =
         ["sh", "-c", "stty -echo; exec cat"].iter().map(|s| (*s).to_owned()).collect();
     let p = rpc.start(start_request(&argv, true)).await?.into_inner();
@@ -519,8 +524,8 @@ async fn rtt(d: &Daemon, sizes: &Sizes, rows: &mut Vec<Row>) -> anyhow::Result<(
     for i in 0..20 {
         rpc.run(run(format!("warm{i}"))).await?;
     }
-    let mut grpc = Vec::with_capacity(sizes.rtt_tries);
-    for i in 0..sizes.rtt_tries {
+    let mut times = Vec::with_capacity(tries);
+    for i in 0..tries {
         let start = Instant::now();
         let r = rpc.run(run(format!("ping{i}"))).await?.into_inner();
         anyhow::ensure!(
@@ -528,11 +533,22 @@ async fn rtt(d: &Daemon, sizes: &Sizes, rows: &mut Vec<Row>) -> anyhow::Result<(
             "run {i} ended with {:?}",
             r.reason()
         );
-        grpc.push(ms(start.elapsed()));
+        times.push(ms(start.elapsed()));
     }
-    let shim_times = shim_rtt(d, p.id, sizes.rtt_tries).await?;
-    rpc.kill(pb::KillRequest { proc: by_id(p.id) }).await?;
-    rpc.cleanup(pb::CleanupRequest { proc: by_id(p.id) }).await?;
+    Ok((p.id, times))
+}
+
+async fn rtt(d: &Daemon, sizes: &Sizes, rows: &mut Vec<Row>) -> anyhow::Result<()> {
+    let raw = tokio::task::spawn_blocking({
+        let tries = sizes.rtt_tries;
+        move || raw_rtt(tries)
+    })
+    .await??;
+    let mut rpc = d.rpc();
+    let (id, mut grpc) = run_echo(&mut rpc, sizes.rtt_tries).await?;
+    let shim_times = shim_rtt(d, id, sizes.rtt_tries).await?;
+    rpc.kill(pb::KillRequest { proc: by_id(id) }).await?;
+    rpc.cleanup(pb::CleanupRequest { proc: by_id(id) }).await?;
     let mut raw = raw;
     raw.sort_by(f64::total_cmp);
     grpc.sort_by(f64::total_cmp);
@@ -553,6 +569,127 @@ async fn rtt(d: &Daemon, sizes: &Sizes, rows: &mut Vec<Row>) -> anyhow::Result<(
         ));
         let p99 = percentile(times, 0.99);
         rows.push(row(format!("round trip via {path}, p99"), p99, Some(raw99), "ms", None));
+    }
+    Ok(())
+}
+
+/// The raw figure for [`ssh`]: lines echoed by `cat` on the far side of
+/// one ssh connection (the same options Portal gives ssh, the same server).
+async fn raw_ssh_echo(sshd: &Sshd, tries: usize) -> anyhow::Result<Vec<f64>> {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let mut child = tokio::process::Command::new("ssh")
+        .arg("-F")
+        .arg(&sshd.ssh_config)
+        .args(["-T", "-o", "BatchMode=yes", "-p", &sshd.port.to_string(), "-l", &sshd.user])
+        .args(["127.0.0.1", "cat"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()?;
+    let mut input = child.stdin.take().context("ssh stdin")?;
+    let mut output = child.stdout.take().context("ssh stdout")?;
+    let mut buf = vec![0u8; 4096];
+    let mut times = Vec::with_capacity(tries);
+    for i in 0..tries + 20 {
+        let line = format!("ping{i}\n");
+        let start = Instant::now();
+        input.write_all(line.as_bytes()).await?;
+        let mut seen = String::new();
+        while !seen.contains(&line) {
+            let n = output.read(&mut buf).await?;
+            anyhow::ensure!(n > 0, "ssh cat ended");
+            seen.push_str(&String::from_utf8_lossy(&buf[..n]));
+        }
+        // The first rounds warm the connection up, as for Portal.
+        if i >= 20 {
+            times.push(ms(start.elapsed()));
+        }
+    }
+    Ok(times)
+}
+
+async fn ssh(sizes: &Sizes, rows: &mut Vec<Row>) -> anyhow::Result<()> {
+    let sshd = match Sshd::start(&sibling("portal-cli")?).await {
+        Ok(s) => s,
+        Err(why) if std::env::var_os("CI").is_none() => {
+            eprintln!("ssh: skipped ({why})");
+            return Ok(());
+        }
+        Err(why) => anyhow::bail!("cannot start sshd: {why}"),
+    };
+    let hosts = portal_proto::hosts::Hosts::parse(
+        sshd.box_only.clone(),
+        &std::fs::read_to_string(&sshd.box_only)?,
+    )?;
+    let portal_proto::hosts::Target::Remote(remote) = hosts.resolve("box")? else {
+        anyhow::bail!("box is not remote")
+    };
+    // Connecting: what every portal-cli command with --host pays once.
+    let tries = sizes.cold_tries.max(3);
+    let mut connect = Vec::with_capacity(tries);
+    let mut raw_connect = Vec::with_capacity(tries);
+    for _ in 0..tries {
+        let start = Instant::now();
+        let client = Client::connect_remote(&remote, true).await?;
+        connect.push(ms(start.elapsed()));
+        drop(client);
+        let start = Instant::now();
+        let status = tokio::process::Command::new("ssh")
+            .arg("-F")
+            .arg(&sshd.ssh_config)
+            .args(["-T", "-o", "BatchMode=yes", "-p", &sshd.port.to_string(), "-l", &sshd.user])
+            .args(["127.0.0.1", "true"])
+            .status()
+            .await?;
+        anyhow::ensure!(status.success(), "ssh true failed");
+        raw_connect.push(ms(start.elapsed()));
+    }
+    // The same through a connection shared by ssh's ControlMaster (set up
+    // in the user's ssh configuration): the first makes the master.
+    let mux = portal_proto::hosts::Remote {
+        ssh_args: vec!["-F".into(), sshd.mux_config.display().to_string()],
+        ..remote.clone()
+    };
+    drop(Client::connect_remote(&mux, true).await?);
+    let mut shared = Vec::with_capacity(tries);
+    for _ in 0..tries {
+        let start = Instant::now();
+        drop(Client::connect_remote(&mux, true).await?);
+        shared.push(ms(start.elapsed()));
+    }
+    for times in [&mut connect, &mut raw_connect, &mut shared] {
+        times.sort_by(f64::total_cmp);
+    }
+    rows.push(row(
+        "connect to a remote host (ssh, dial-stdio, handshake, GetInfo), median",
+        percentile(&connect, 0.5),
+        Some(percentile(&raw_connect, 0.5)),
+        "ms",
+        None,
+    ));
+    rows.push(row(
+        "the same over a ControlMaster connection, median (raw: a new ssh)",
+        percentile(&shared, 0.5),
+        Some(percentile(&raw_connect, 0.5)),
+        "ms",
+        None,
+    ));
+
+    let client = Client::connect_remote(&remote, true).await?;
+    let mut rpc = client.rpc();
+    let (id, mut portal) = run_echo(&mut rpc, sizes.rtt_tries).await?;
+    rpc.kill(pb::KillRequest { proc: by_id(id) }).await?;
+    let mut raw = raw_ssh_echo(&sshd, sizes.rtt_tries).await?;
+    raw.sort_by(f64::total_cmp);
+    portal.sort_by(f64::total_cmp);
+    for (what, p) in [("median", 0.5), ("p99", 0.99)] {
+        rows.push(row(
+            format!("round trip via gRPC Run over ssh, {what}"),
+            percentile(&portal, p),
+            Some(percentile(&raw, p)),
+            "ms",
+            None,
+        ));
     }
     Ok(())
 }
@@ -1214,6 +1351,9 @@ fn main() -> anyhow::Result<()> {
         }
         if want("tools") {
             tools(&d, &sizes, &mut rows).await.context("tools")?;
+        }
+        if want("ssh") {
+            ssh(&sizes, &mut rows).await.context("ssh")?;
         }
         d.stop().await?;
         anyhow::Ok(rows)
