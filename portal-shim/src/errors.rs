@@ -7,8 +7,24 @@ use tonic::Code;
 use crate::catalog::ToolId;
 use crate::link::CallError;
 
-/// The text of a failed tool call.
-pub(crate) fn error_text(err: &CallError, id: Option<u64>) -> String {
+/// The text of a failed tool call; `host` names the remote host the call
+/// went to (`None`: this machine).
+pub(crate) fn error_text(err: &CallError, id: Option<u64>, host: Option<&str>) -> String {
+    match (err, host) {
+        (CallError::Status(s), Some(h)) if s.code() == Code::NotFound => {
+            return format!(
+                "Error: {} (on host {h})\nCall process_list with host \"{h}\" to see the ids and names there; ids are per host.",
+                s.message()
+            );
+        }
+        (CallError::Interrupted(s), Some(h)) => {
+            return format!(
+                "Error: the connection to host {h} broke while this call was in flight (every program there runs on): {}\nIt may or may not have taken effect: look with process_read_new (or process_list) before repeating it.",
+                s.message()
+            );
+        }
+        _ => {}
+    }
     match err {
         CallError::Unreachable(
             e @ (ClientError::HostUnreachable { .. }
@@ -89,7 +105,7 @@ mod tests {
     fn not_found_keeps_the_original_wording() {
         let err = CallError::Status(tonic::Status::not_found("no process with id 7"));
         assert_eq!(
-            error_text(&err, Some(7)),
+            error_text(&err, Some(7), None),
             "Error: Process 7 not found\nCall process_list to see the ids that exist."
         );
     }
@@ -128,7 +144,7 @@ mod tests {
             Code::Internal,
             Code::Unavailable,
         ] {
-            let text = error_text(&CallError::Status(tonic::Status::new(code, "boom")), None);
+            let text = error_text(&CallError::Status(tonic::Status::new(code, "boom")), None, None);
             let mut lines = text.lines();
             assert_eq!(lines.next(), Some("Error: boom"));
             assert!(lines.next().is_some_and(|h| h.ends_with('.')), "{text}");

@@ -14,6 +14,8 @@
 //! there, speaking protocol N" from every way that can fail, and to say
 //! which side to upgrade when the protocols differ.
 
+use std::os::fd::{AsFd as _, OwnedFd};
+
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt as _};
 
 use crate::client::{ClientError, dial_verified};
@@ -79,7 +81,62 @@ impl Handshake {
 /// # Errors
 /// When no daemon answers (said in the handshake too) or the pipe fails.
 pub async fn serve_stdio(opts: &LaunchOptions) -> Result<(), ClientError> {
-    serve(opts, tokio::io::stdin(), tokio::io::stdout()).await
+    serve(opts, stdin(), stdout()).await
+}
+
+type Input = Box<dyn AsyncRead + Unpin + Send>;
+type Output = Box<dyn AsyncWrite + Unpin + Send>;
+
+/// Standard input as an async stream. sshd gives a session pipes (or
+/// sockets): those are made non-blocking and polled by the runtime, which
+/// costs a round trip no thread hop; anything else (a terminal, a file)
+/// goes through tokio's blocking stdin, and is never made non-blocking (a
+/// terminal would stay so for the shell after this process).
+fn stdin() -> Input {
+    let fd = std::io::stdin().as_fd().try_clone_to_owned();
+    let pipe = fd.and_then(|fd| match kind(&fd)? {
+        Kind::Pipe => Ok(Box::new(tokio::net::unix::pipe::Receiver::from_owned_fd(fd)?) as Input),
+        Kind::Socket => Ok(Box::new(socket(fd)?) as Input),
+        Kind::Other => Err(std::io::ErrorKind::Unsupported.into()),
+    });
+    pipe.unwrap_or_else(|_| Box::new(tokio::io::stdin()))
+}
+
+/// Standard output, as [`stdin`] does it.
+fn stdout() -> Output {
+    let fd = std::io::stdout().as_fd().try_clone_to_owned();
+    let pipe = fd.and_then(|fd| match kind(&fd)? {
+        Kind::Pipe => Ok(Box::new(tokio::net::unix::pipe::Sender::from_owned_fd(fd)?) as Output),
+        Kind::Socket => Ok(Box::new(socket(fd)?) as Output),
+        Kind::Other => Err(std::io::ErrorKind::Unsupported.into()),
+    });
+    pipe.unwrap_or_else(|_| Box::new(tokio::io::stdout()))
+}
+
+/// What a standard stream is.
+enum Kind {
+    Pipe,
+    Socket,
+    Other,
+}
+
+fn kind(fd: &OwnedFd) -> std::io::Result<Kind> {
+    use std::os::unix::fs::FileTypeExt as _;
+    let file = std::fs::File::from(fd.try_clone()?);
+    let t = file.metadata()?.file_type();
+    Ok(if t.is_fifo() {
+        Kind::Pipe
+    } else if t.is_socket() {
+        Kind::Socket
+    } else {
+        Kind::Other
+    })
+}
+
+fn socket(fd: OwnedFd) -> std::io::Result<tokio::net::UnixStream> {
+    let s = std::os::unix::net::UnixStream::from(fd);
+    s.set_nonblocking(true)?;
+    tokio::net::UnixStream::from_std(s)
 }
 
 /// [`serve_stdio`] over any pair of streams.

@@ -108,6 +108,19 @@ fn by_id(id: u64) -> Option<pb::ProcRef> {
     Some(pb::ProcRef { target: Some(pb::proc_ref::Target::Id(id)) })
 }
 
+/// Labels a result from another host, in its text and as `host` in its
+/// structured content: ids are per host, and an agent that drops the host
+/// in its next call would reach another machine's process of that id.
+fn on_host(mut result: CallToolResult, host: &str) -> CallToolResult {
+    if let Some(serde_json::Value::Object(o)) = result.structured_content.as_mut() {
+        o.insert("host".into(), serde_json::Value::from(host));
+    }
+    if let Some(text) = result.content.first().and_then(|c| c.as_text()).map(|t| t.text.clone()) {
+        result.content[0] = ContentBlock::text(format!("[host {host}] {text}"));
+    }
+    result
+}
+
 fn ok<T: Serialize>(text: String, value: &T) -> ToolResult {
     let structured =
         serde_json::to_value(value).map_err(|e| format!("Error: cannot encode the result: {e}"))?;
@@ -216,7 +229,7 @@ impl Shim {
         F: Fn(pb::portal_client::PortalClient<tonic::transport::Channel>) -> Fut,
         Fut: Future<Output = Result<tonic::Response<T>, tonic::Status>>,
     {
-        self.link.call(f).await.map_err(|e: CallError| error_text(&e, id))
+        self.link.call(f).await.map_err(|e: CallError| error_text(&e, id, self.host.as_deref()))
     }
 
     /// [`Shim::call`] for a call that changes something: never repeated
@@ -226,7 +239,10 @@ impl Shim {
         F: Fn(pb::portal_client::PortalClient<tonic::transport::Channel>) -> Fut,
         Fut: Future<Output = Result<tonic::Response<T>, tonic::Status>>,
     {
-        self.link.call_once(f).await.map_err(|e: CallError| error_text(&e, id))
+        self.link
+            .call_once(f)
+            .await
+            .map_err(|e: CallError| error_text(&e, id, self.host.as_deref()))
     }
 
     /// Turns process names in `id` and `ids` into ids (every tool that
@@ -332,6 +348,10 @@ impl Shim {
             return Some(Err(e));
         }
         let result = shim.handle(tool, name, args, progress).await;
+        let result = match &shim.host {
+            Some(h) => result.map(|r| on_host(r, h)),
+            None => result,
+        };
         Some(result.map_err(|e| in_tool_terms(tool, e)))
     }
 
