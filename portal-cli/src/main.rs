@@ -386,12 +386,15 @@ fn choose_target(host: Option<&str>, command: &mut Command) -> Result<Target, Fa
 
 async fn run(mut cli: Cli) -> Outcome {
     NO_AUTOSTART.store(cli.no_autostart, std::sync::atomic::Ordering::Relaxed);
-    let target = choose_target(cli.host.as_deref(), &mut cli.command)?;
+    // The plumbing of this machine's own daemon (what hooks and remote
+    // clients run) never goes elsewhere, whatever PORTAL_HOST a login
+    // environment sets.
+    let plumbing = matches!(cli.command, Command::Emit(_) | Command::DialStdio);
+    let host = if plumbing { None } else { cli.host.as_deref() };
+    let target = choose_target(host, &mut cli.command)?;
     if !target.is_local() {
         let here_only = match &cli.command {
             Command::Service(_) => Some("service"),
-            Command::Emit(_) => Some("emit"),
-            Command::DialStdio => Some("dial-stdio"),
             Command::Hooks(_) => Some("hooks"),
             Command::Daemon(DaemonCommand::Stop) => Some("daemon stop"),
             Command::Daemon(DaemonCommand::Upgrade { .. }) => Some("daemon upgrade"),

@@ -6,6 +6,8 @@
 //! The "remote" portald is this machine's, on a socket of its own: sshd
 //! sets `PORTAL_SOCKET` and `PORTAL_DATA_DIR` in every session it starts
 //! (`SetEnv`), so what runs over ssh never meets the test's local daemon.
+//! It sets `PORTAL_HOST` too, as a login environment may: the remote end
+//! must serve its own daemon whatever that says.
 //!
 //! The hosts file names `box` (works), `mux` (works, through a shared
 //! connection: `ControlMaster auto` in its ssh configuration), and for the
@@ -109,7 +111,7 @@ impl Sshd {
                  AuthorizedKeysFile {d}/authorized_keys\nStrictModes no\nUsePAM no\n\
                  PasswordAuthentication no\nKbdInteractiveAuthentication no\n\
                  PermitRootLogin prohibit-password\nPidFile {d}/sshd.pid\nLogLevel ERROR\n\
-                 SetEnv PORTAL_SOCKET={sock} PORTAL_DATA_DIR={d}/rdata\n",
+                 SetEnv PORTAL_SOCKET={sock} PORTAL_DATA_DIR={d}/rdata PORTAL_HOST=elsewhere\n",
                 d = d.display(),
                 sock = remote_socket.display(),
             ),
