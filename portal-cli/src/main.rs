@@ -68,8 +68,8 @@ enum Command {
         #[arg(short, long)]
         all: bool,
         /// List this machine and every host of the hosts file, each row
-        /// with its host.
-        #[arg(long, conflicts_with = "host")]
+        /// with its host (--host is then moot).
+        #[arg(long)]
         all_hosts: bool,
         #[command(flatten)]
         out: JsonFlag,
@@ -350,8 +350,8 @@ pub(crate) async fn connect_target() -> Result<Client, ClientError> {
 }
 
 /// Which portald the command talks to: the host before a process's
-/// `host:` prefix (which is taken off), else `--host`/`PORTAL_HOST`, else
-/// this machine.
+/// `host:` prefix (which is taken off, and wins: it names that process's
+/// host), else `--host`/`PORTAL_HOST`, else this machine.
 fn choose_target(host: Option<&str>, command: &mut Command) -> Result<Target, Failure> {
     // A broken hosts file matters only to a command that names a host.
     let loaded = Hosts::load();
@@ -364,15 +364,13 @@ fn choose_target(host: Option<&str>, command: &mut Command) -> Result<Target, Fa
             }
             (None, _) => None,
         },
+        // `HOST:ID` cannot be told from a name while the file is broken.
+        (Err(e), Some(proc)) if proc.contains(':') => {
+            return Err(anyhow::anyhow!("{e}").into());
+        }
         _ => None,
     };
     let spec = match (prefixed, host) {
-        (Some(p), Some(h)) if p != h && !(p == hosts::LOCAL && h.is_empty()) => {
-            return Err(anyhow::anyhow!(
-                "the process is named on host {p:?} but --host (or PORTAL_HOST) says {h:?}; give one"
-            )
-            .into());
-        }
         (Some(p), _) => p,
         (None, Some(h)) => h.to_owned(),
         (None, None) => return Ok(Target::Local),
