@@ -303,20 +303,35 @@ impl From<tonic::Status> for Failure {
                 s.message()
             ));
         }
-        Self::Failed(anyhow::anyhow!("{}\nhint: {}", s.message(), hint(&s)))
+        match TARGET.get() {
+            Some(Target::Remote(r)) => Self::Failed(anyhow::anyhow!(
+                "{} (on host {})\nhint: {}",
+                s.message(),
+                r.label,
+                hint(&s, &format!("--host {} ", r.label))
+            )),
+            _ => Self::Failed(anyhow::anyhow!("{}\nhint: {}", s.message(), hint(&s, ""))),
+        }
     }
 }
 
-fn hint(s: &tonic::Status) -> &'static str {
+/// What to do about a refusal; `host` is the `--host NAME ` the commands
+/// it names need.
+fn hint(s: &tonic::Status, host: &str) -> String {
     match s.code() {
         // The refusal says why and what to do; the old daemon serves on.
         tonic::Code::FailedPrecondition if s.message().starts_with("upgrade refused") => {
-            "portald keeps serving, every program untouched"
+            "portald keeps serving, every program untouched".into()
         }
-        tonic::Code::NotFound => "`portal-cli ps --all` lists the processes that exist",
-        tonic::Code::InvalidArgument => "check the argument named below",
-        tonic::Code::FailedPrecondition => "`portal-cli inspect` shows the process's state",
-        _ => "portald refused",
+        tonic::Code::NotFound => {
+            let there = if host.is_empty() { "" } else { " there" };
+            format!("`portal-cli {host}ps --all` lists the processes that exist{there}")
+        }
+        tonic::Code::InvalidArgument => "fix the argument the message names".into(),
+        tonic::Code::FailedPrecondition => {
+            format!("`portal-cli {host}inspect` shows the process's state")
+        }
+        _ => "portald refused".into(),
     }
 }
 
@@ -402,9 +417,11 @@ async fn run(mut cli: Cli) -> Outcome {
         if let Some(cmd) = here_only {
             let Target::Remote(r) = &target else { unreachable!("checked above") };
             return Err(anyhow::anyhow!(
-                "`{cmd}` works on this machine only; run it on {} itself: ssh {} portal-cli {cmd}",
+                "`{cmd}` works on this machine only (the host comes from --host or PORTAL_HOST); run it on {} itself: {} {} {}",
                 r.label,
-                r.url.host
+                r.ssh_command(),
+                r.portal,
+                this_command_here()
             )
             .into());
         }
@@ -465,6 +482,21 @@ async fn run(mut cli: Cli) -> Outcome {
         Command::Demo => procs::demo(&client).await,
         Command::Service(_) | Command::Daemon(_) | Command::Emit(_) | Command::DialStdio => Ok(()),
     }
+}
+
+/// This command's arguments without `--host`, quoted for a shell: what to
+/// run on the host itself.
+fn this_command_here() -> String {
+    let mut words = Vec::new();
+    let mut args = std::env::args().skip(1);
+    while let Some(a) = args.next() {
+        if a == "--host" {
+            args.next();
+        } else if !a.starts_with("--host=") {
+            words.push(portal_proto::hosts::shell_quote(&a));
+        }
+    }
+    words.join(" ")
 }
 
 /// The exit code of a connection failure (see the module docs).

@@ -55,8 +55,9 @@ pub(crate) struct StartArgs {
 /// `ps`.
 pub(crate) async fn ps(client: &Client, all: bool, out: JsonFlag) -> Outcome {
     let list = client.rpc().list(pb::ListRequest {}).await?.into_inner();
+    // Another host's processes are shown with it.
     let rows: Vec<(Option<&str>, &pb::Process)> =
-        list.processes.iter().map(|p| (None, p)).collect();
+        list.processes.iter().map(|p| (client.host(), p)).collect();
     print_ps(&rows, all, out);
     Ok(())
 }
@@ -74,13 +75,18 @@ pub(crate) async fn ps_every_host(all: bool, out: JsonFlag) -> Outcome {
     let mut failed = false;
     for target in targets {
         let list = match Client::connect_to(&target, &opts).await {
-            Ok(c) => c.rpc().list(pb::ListRequest {}).await.map_err(|s| s.message().to_owned()),
+            Ok(c) => c
+                .rpc()
+                .list(pb::ListRequest {})
+                .await
+                .map_err(|s| format!("host {}: {}", target.label(), s.message())),
             Err(e) => Err(e.to_string()),
         };
         match list {
             Ok(l) => listed.push((target.label().to_owned(), l.into_inner().processes)),
+            // Every connection error names its host already.
             Err(e) => {
-                eprintln!("host {}: {e}", target.label());
+                eprintln!("{e}");
                 failed = true;
             }
         }
@@ -183,11 +189,22 @@ pub(crate) async fn start(client: &Client, a: StartArgs) -> Outcome {
     if a.size.is_some() && !a.pty {
         return Err(anyhow::anyhow!("--size applies only with --pty").into());
     }
-    let cwd = match a.cwd {
-        Some(dir) => {
+    let cwd = match (a.cwd, client.host()) {
+        // This machine's directories mean nothing on another: the remote
+        // daemon takes the path as given (absolute), or the user's home.
+        (Some(dir), Some(host)) if !dir.is_absolute() => {
+            return Err(anyhow::anyhow!(
+                "--cwd {} is relative; give an absolute directory on host {host}",
+                dir.display()
+            )
+            .into());
+        }
+        (Some(dir), Some(_)) => dir,
+        (None, Some(_)) => std::path::PathBuf::new(),
+        (Some(dir), None) => {
             std::path::absolute(&dir).with_context(|| format!("resolving {}", dir.display()))?
         }
-        None => std::env::current_dir().context("reading the current directory")?,
+        (None, None) => std::env::current_dir().context("reading the current directory")?,
     };
     let req = pb::StartRequest {
         command: command.clone(),
@@ -296,9 +313,13 @@ pub(crate) async fn secret(client: &Client, proc: &str, anyway: bool) -> Outcome
             p.id
         );
     }
-    let line =
-        read_secret_line(&format!("secret for process {} ({}): ", p.id, fmt::command_line(&p, 40)))
-            .context("reading the secret")?;
+    let line = read_secret_line(&format!(
+        "secret for process {}{} ({}): ",
+        p.id,
+        client.host().map(|h| format!(" on host {h}")).unwrap_or_default(),
+        fmt::command_line(&p, 40)
+    ))
+    .context("reading the secret")?;
     let enter = if p.mode() == pb::Mode::Pty { "\r" } else { "\n" };
     let data = Bytes::from(format!("{line}{enter}"));
     let n = line.chars().count();
@@ -386,13 +407,18 @@ pub(crate) async fn rm(client: &Client, proc: &str) -> Outcome {
 pub(crate) async fn inspect(client: &Client, proc: &str, out: JsonFlag) -> Outcome {
     let p = inspect_proc(client, proc).await?;
     if out.json {
-        print_json(&fmt::process_json(&p));
+        let mut j = fmt::process_json(&p);
+        if let (Some(h), Some(o)) = (client.host(), j.as_object_mut()) {
+            o.insert("host".into(), json!(h));
+        }
+        print_json(&j);
         return Ok(());
     }
     println!(
-        "process {}{}",
+        "process {}{}{}",
         p.id,
-        if p.name.is_empty() { String::new() } else { format!(" ({})", p.name) }
+        if p.name.is_empty() { String::new() } else { format!(" ({})", p.name) },
+        client.host().map(|h| format!(" on host {h}")).unwrap_or_default()
     );
     println!("  status   {} {}", fmt::status_cell(&p, 0), fmt::exit_text(&p));
     println!("  pid      {}", p.pid);

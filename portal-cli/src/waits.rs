@@ -174,7 +174,11 @@ pub(crate) fn report(r: &pb::WaitResponse, out: JsonFlag, wanted_match: bool) ->
         }
         eprintln!("{line}");
         if r.reason() == pb::WaitReason::AwaitingSecret {
-            eprintln!("it asks for a secret: type it with `portal-cli secret <id>`");
+            let host = match crate::TARGET.get() {
+                Some(portal_proto::hosts::Target::Remote(r)) => format!("{}:", r.label),
+                _ => String::new(),
+            };
+            eprintln!("it asks for a secret: type it with `portal-cli secret {host}<id>`");
         }
     }
     if reached(r, wanted_match) { Ok(()) } else { Err(Failure::Silent) }

@@ -119,6 +119,29 @@ async fn programs_on_a_remote_host_are_started_driven_read_and_killed_over_ssh()
     let table = ok(&cli(&s, &h, &["ps", "--all-hosts"]).await);
     assert!(table.starts_with("HOST"), "{table}");
 
+    // No --cwd: the remote user's home, not this directory (which the
+    // other machine may not have); a relative one is refused.
+    let pwd = ok(&cli(&s, &h, &["--host", "box", "start", "--wait", "exit", "--", "pwd"]).await);
+    let passwd =
+        std::process::Command::new("getent").args(["passwd", &sshd.user]).output().unwrap();
+    let home = String::from_utf8_lossy(&passwd.stdout).split(':').nth(5).unwrap().to_owned();
+    assert!(pwd.lines().any(|l| l == home), "{pwd}");
+    let out = cli(&s, &h, &["--host", "box", "start", "--cwd", "rel", "--", "pwd"]).await;
+    assert!(text(&out).contains("absolute directory on host box"), "{}", text(&out));
+    // Errors from there say so, and their hints work as written.
+    let out = cli(&s, &h, &["read", "box:999"]).await;
+    let said = text(&out);
+    assert!(
+        said.contains("(on host box)") && said.contains("portal-cli --host box ps --all"),
+        "{said}"
+    );
+    let out = cli(&s, &h, &["--host", "box", "daemon", "stop"]).await;
+    let said = text(&out);
+    assert!(
+        said.contains(&format!("-p {} {}@127.0.0.1 {CLI} daemon stop", sshd.port, sshd.user)),
+        "{said}"
+    );
+
     ok(&cli(&s, &h, &["kill", "box:echoer"]).await);
     let inspect = ok(&cli(&s, &h, &["--host", "box", "inspect", "echoer", "--json"]).await);
     let inspect: Value = serde_json::from_str(&inspect).unwrap();
@@ -217,6 +240,10 @@ async fn each_way_of_failing_to_reach_a_host_has_its_message_and_exit_code() {
     let out = cli(&s, &h, &["ps", "--all-hosts"]).await;
     assert_eq!(out.status.code(), Some(1), "{}", text(&out));
     let said = text(&out);
-    assert!(said.contains("host down:") && said.contains("host old:"), "{said}");
+    assert!(said.contains("cannot reach host down") && said.contains("host old runs"), "{said}");
+    assert!(
+        said.contains("ID") || said.contains("No managed processes"),
+        "the rest listed: {said}"
+    );
     local.stop().await;
 }

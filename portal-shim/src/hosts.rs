@@ -91,6 +91,14 @@ impl HostLinks {
             .collect()
     }
 
+    /// Splits an id written `HOST:ID` or `HOST:NAME` (as the CLI takes
+    /// them) when `HOST` is a host this shim knows.
+    pub(crate) fn split_proc(&self, id: &str) -> Option<(String, String)> {
+        let (host, rest) = id.split_once(':')?;
+        (!rest.is_empty() && self.names().iter().any(|n| n == host))
+            .then(|| (host.to_owned(), rest.to_owned()))
+    }
+
     /// The names a `host` argument takes, for its description.
     fn names(&self) -> Vec<String> {
         let mut names = vec![LOCAL.to_owned()];

@@ -936,10 +936,32 @@ async fn tools_drive_programs_on_another_host_over_ssh() {
             json!({"command": "python3", "args": ["-q"], "pty": true, "name": "py", "host": "box", "wait": "input"}),
         )
         .await;
-    assert_eq!(s["process"]["host"], json!(null), "{s}");
-    let (_, s) =
+    let py = s["process"]["id"].as_u64().unwrap();
+    assert_eq!(s["host"], json!("box"), "a remote result says where: {s}");
+    let (text, s) =
         shim.ok("process_run", json!({"id": "py", "host": "box", "input": "print(6*7)"})).await;
     assert!(s["output"].as_str().unwrap().contains("42"), "{s}");
+    assert!(text.starts_with("[host box] "), "{text}");
+    // An id that is not there: the error names the host.
+    let err = shim.err("process_inspect", json!({"id": py + 1000, "host": "box"})).await;
+    assert!(err.contains("on host box") && err.contains("ids are per host"), "{err}");
+    // A password prompt there: the hint a person runs names the host.
+    let (_, s) = shim
+        .ok(
+            "process_start",
+            json!({"command": "sh", "args": ["-c", "stty -echo; printf 'Password: '; read p; echo ok"], "pty": true, "host": "box", "wait": "input"}),
+        )
+        .await;
+    let secret = s["process"]["id"].as_u64().unwrap();
+    assert!(
+        s.to_string().contains(&format!("`portal-cli secret box:{secret}`")),
+        "the hint names the host: {s}"
+    );
+    // Started with no cwd: the remote user's home, not the shim's directory.
+    let passwd =
+        std::process::Command::new("getent").args(["passwd", &sshd.user]).output().unwrap();
+    let home = String::from_utf8_lossy(&passwd.stdout).split(':').nth(5).unwrap().to_owned();
+    assert_eq!(s["process"]["cwd"], json!(home), "{s}");
     shim.ok("process_start", json!({"command": "sleep", "args": ["600"], "name": "here"})).await;
 
     let (text, s) = shim.ok("process_list", json!({"host": "all"})).await;
@@ -958,6 +980,12 @@ async fn tools_drive_programs_on_another_host_over_ssh() {
     let (_, s) = shim.ok("process_list", json!({})).await;
     assert!(!s.to_string().contains("\"py\""), "the default host is this machine: {s}");
 
+    // HOST:NAME as an id, as a person writes it.
+    let (_, s) = shim.ok("process_inspect", json!({"id": "box:py"})).await;
+    assert_eq!((s["process"]["id"].as_u64(), &s["host"]), (Some(py), &json!("box")), "{s}");
+    // A name on another host, asked for here: the error says ids are per host.
+    let err = shim.err("process_inspect", json!({"id": "py"})).await;
+    assert!(err.contains("pass the `host`"), "{err}");
     let err = shim.err("process_list", json!({"host": "nowhere"})).await;
     assert!(err.contains("unknown host \"nowhere\"") && err.contains("local, box"), "{err}");
     let err = shim.err("program_query", json!({"program": "psql", "host": "box"})).await;

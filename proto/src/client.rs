@@ -83,27 +83,29 @@ pub enum ClientError {
     Launch(String),
     /// ssh could not reach a remote host.
     #[error(
-        "cannot reach host {host}: {detail}\nhint: check that `ssh {host}` works from here (is it up, is the address and port right?)"
+        "cannot reach host {host}: {detail}\nhint: check that `{ssh} true` works from here (is the host up, are the address and port right?)"
     )]
     HostUnreachable {
         /// The host's label.
         host: String,
         /// What ssh said.
         detail: String,
+        /// The ssh command that reaches it, for a person to try.
+        ssh: String,
     },
     /// ssh reached the host but may not log in (or does not trust its key).
-    #[error(
-        "host {host} refused the login: {detail}\nhint: Portal runs ssh without a password prompt (BatchMode); set up a key (ssh-copy-id) or an agent, or accept the host key with a plain `ssh` once"
-    )]
+    #[error("host {host} refused the login: {detail}\nhint: {}", login_hint(detail, ssh))]
     AuthRefused {
         /// The host's label.
         host: String,
         /// What ssh said.
         detail: String,
+        /// The ssh command that reaches it, for a person to try.
+        ssh: String,
     },
     /// The remote login could not run `portal-cli`.
     #[error(
-        "portal-cli is not installed on host {host} (running {command:?} there failed: {detail})\nhint: install Portal there (`cargo install --path portal-cli` and `cargo install --path portald` from a checkout, or copy the three binaries), or set the path to portal-cli in the hosts file: [hosts] {host} = {{ url = \"ssh://…\", portal = \"/path/to/portal-cli\" }}"
+        "portal-cli is not installed on host {host} (running {command:?} there failed: {detail})\nhint: install Portal there (portal-cli, portald and portal-holder side by side: `cargo install --path portal-cli`, `--path portald` and `--path holder` from a checkout, or copy the three binaries), or set the path to portal-cli in the hosts file: [hosts] {host} = {{ url = \"ssh://…\", portal = \"/path/to/portal-cli\" }}"
     )]
     RemoteMissing {
         /// The host's label.
@@ -136,6 +138,20 @@ pub enum ClientError {
         /// What it said.
         message: String,
     },
+}
+
+/// What to do about a refused login: a host key ssh does not trust yet is
+/// accepted by hand; a refused key needs a key that is accepted.
+fn login_hint(detail: &str, ssh: &str) -> String {
+    if detail.contains("Host key verification failed") || detail.contains("HOST IDENTIFICATION") {
+        format!(
+            "ssh does not trust this host's key: check it and accept it by running `{ssh}` once"
+        )
+    } else {
+        format!(
+            "Portal runs ssh without a password prompt (BatchMode): give it a key the host accepts (`ssh-copy-id`, an agent, IdentityFile in ~/.ssh/config); `{ssh}` must log in without asking"
+        )
+    }
 }
 
 /// The message of [`ClientError::VersionSkew`]: which side to upgrade.

@@ -159,6 +159,33 @@ pub struct Remote {
     pub ssh_args: Vec<String>,
 }
 
+/// `word` quoted for a POSIX shell where it needs it (for commands shown
+/// to a person).
+#[must_use]
+pub fn shell_quote(word: &str) -> String {
+    shell_words::quote(word).into_owned()
+}
+
+impl Remote {
+    /// The `ssh` command a person types to reach this host as Portal does
+    /// (its options and destination), for hints.
+    #[must_use]
+    pub fn ssh_command(&self) -> String {
+        let mut words = vec!["ssh".to_owned()];
+        words.extend(self.ssh_args.iter().map(|a| shell_words::quote(a).into_owned()));
+        if let Some(p) = self.url.port {
+            words.extend(["-p".to_owned(), p.to_string()]);
+        }
+        match &self.url.user {
+            Some(u) => {
+                words.push(shell_words::quote(&format!("{u}@{}", self.url.host)).into_owned())
+            }
+            None => words.push(shell_words::quote(&self.url.host).into_owned()),
+        }
+        words.join(" ")
+    }
+}
+
 /// Which portald a command talks to.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Target {
@@ -409,6 +436,7 @@ b = { url = "ssh://b", portal = "/opt/portal-cli", ssh_args = ["-i", "/k"] }
         let Target::Remote(url) = hosts.resolve("ssh://x").unwrap() else { panic!("remote") };
         assert_eq!((url.label.as_str(), url.ssh_args.as_slice()), ("ssh://x", &b.ssh_args[..2]));
         assert_eq!(url.portal, "/usr/local/bin/portal-cli");
+        assert_eq!(a.ssh_command(), "ssh -F /cfg -p 2200 u@a");
         let bare = Hosts::parse("h.toml".into(), "").unwrap();
         let Target::Remote(url) = bare.resolve("ssh://x").unwrap() else { panic!("remote") };
         assert_eq!(url.portal, DEFAULT_REMOTE_PORTAL);

@@ -174,7 +174,11 @@ pub async fn dial(remote: &Remote, autostart: bool) -> Result<SshConn, ClientErr
         Err(_) => {
             return Err(ClientError::HostUnreachable {
                 host: remote.label.clone(),
-                detail: format!("no answer within {HANDSHAKE_TIMEOUT:?}"),
+                detail: format!(
+                    "no handshake within {HANDSHAKE_TIMEOUT:?}: ssh is still connecting or logging in, or `{} dial-stdio` hangs there",
+                    remote.portal
+                ),
+                ssh: remote.ssh_command(),
             });
         }
     };
@@ -195,6 +199,7 @@ pub async fn dial(remote: &Remote, autostart: bool) -> Result<SshConn, ClientErr
         return Err(ClientError::HostUnreachable {
             host: remote.label.clone(),
             detail: format!("ssh was ended by signal {signal} before Portal answered"),
+            ssh: remote.ssh_command(),
         });
     }
     Err(classify(remote, code, text.trim(), &failure))
@@ -250,16 +255,23 @@ fn keep_stderr(mut stderr: tokio::process::ChildStderr) -> tokio::sync::oneshot:
 fn classify(remote: &Remote, code: Option<i32>, stderr: &str, printed: &str) -> ClientError {
     let host = remote.label.clone();
     let said = |s: &str| stderr.contains(s);
-    let detail = if stderr.is_empty() { printed.to_owned() } else { stderr.to_owned() };
+    // ssh's note that it learnt a host key is no part of why it failed.
+    let stderr: String = stderr
+        .lines()
+        .filter(|l| !l.starts_with("Warning: Permanently added"))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let detail = if stderr.is_empty() { printed.to_owned() } else { stderr };
     if code == Some(SSH_FAILED) {
+        let ssh = remote.ssh_command();
         if said("Permission denied")
             || said("Too many authentication failures")
             || said("Host key verification failed")
             || said("REMOTE HOST IDENTIFICATION HAS CHANGED")
         {
-            return ClientError::AuthRefused { host, detail };
+            return ClientError::AuthRefused { host, detail, ssh };
         }
-        return ClientError::HostUnreachable { host, detail };
+        return ClientError::HostUnreachable { host, detail, ssh };
     }
     if said("unrecognized subcommand") || said("unexpected argument") {
         // A portal-cli from before dial-stdio existed.

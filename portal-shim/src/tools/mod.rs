@@ -111,14 +111,36 @@ fn by_id(id: u64) -> Option<pb::ProcRef> {
 /// Labels a result from another host, in its text and as `host` in its
 /// structured content: ids are per host, and an agent that drops the host
 /// in its next call would reach another machine's process of that id.
+/// The commands its hints give a person name the process as `HOST:ID`.
 fn on_host(mut result: CallToolResult, host: &str) -> CallToolResult {
     if let Some(serde_json::Value::Object(o)) = result.structured_content.as_mut() {
+        for v in o.values_mut() {
+            for_each_string(v, &mut |s| *s = hosted_commands(s, host));
+        }
         o.insert("host".into(), serde_json::Value::from(host));
     }
     if let Some(text) = result.content.first().and_then(|c| c.as_text()).map(|t| t.text.clone()) {
-        result.content[0] = ContentBlock::text(format!("[host {host}] {text}"));
+        result.content[0] =
+            ContentBlock::text(format!("[host {host}] {}", hosted_commands(&text, host)));
     }
     result
+}
+
+/// `portal-cli secret 12` in a hint about a process on `host` becomes
+/// `portal-cli secret host:12`: run as written, the first would type a
+/// password into this machine's process 12.
+fn hosted_commands(text: &str, host: &str) -> String {
+    const SECRET: &str = "`portal-cli secret ";
+    text.replace(SECRET, &format!("{SECRET}{host}:"))
+}
+
+fn for_each_string(v: &mut serde_json::Value, f: &mut impl FnMut(&mut String)) {
+    match v {
+        serde_json::Value::String(s) => f(s),
+        serde_json::Value::Array(items) => items.iter_mut().for_each(|i| for_each_string(i, f)),
+        serde_json::Value::Object(o) => o.values_mut().for_each(|i| for_each_string(i, f)),
+        _ => {}
+    }
 }
 
 fn ok<T: Serialize>(text: String, value: &T) -> ToolResult {
@@ -307,11 +329,18 @@ impl Shim {
                 }
             })
             .collect();
-        if known.is_empty() {
-            "No process exists; start one with process_start.".into()
+        let here = self.host.as_deref().map(|h| format!(" on host {h}")).unwrap_or_default();
+        let mut text = if known.is_empty() {
+            format!("No process exists{here}; start one with process_start.")
         } else {
-            format!("Give an id or a name; the newest processes: {}.", known.join(", "))
+            format!("Give an id or a name; the newest processes{here}: {}.", known.join(", "))
+        };
+        if self.hosts.offered() {
+            text.push_str(
+                " Ids and names are per host: pass the `host` it was started on (process_list with host \"all\" lists every host).",
+            );
         }
+        text
     }
 
     /// Runs the tool `name`; `None` when there is no such tool.
@@ -336,6 +365,17 @@ impl Shim {
                     "Error: {name} takes no host: it works on this machine's Portal."
                 )));
             }
+        };
+        // `HOST:ID`, as a person writes it (and the CLI takes it).
+        let host = match (host, args.get("id").and_then(|v| v.as_str())) {
+            (h, Some(id)) if tool.names_a_host() => match self.hosts.split_proc(id) {
+                Some((on, rest)) if h.as_deref().is_none_or(|h| h == on) => {
+                    args.insert("id".into(), serde_json::Value::from(rest));
+                    Some(on)
+                }
+                _ => h,
+            },
+            (h, _) => h,
         };
         if tool == ToolId::ProcessList && host.as_deref() == Some(portal_proto::hosts::ALL) {
             return Some(self.list_everywhere().await);

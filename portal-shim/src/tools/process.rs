@@ -48,7 +48,11 @@ impl Shim {
         let req = pb::StartRequest {
             command: a.command,
             args: a.args,
-            cwd: a.cwd.unwrap_or_else(|| self.cwd.clone()),
+            // The shim's own directory means nothing on another host: the
+            // daemon there takes the user's home.
+            cwd: a.cwd.unwrap_or_else(|| {
+                if self.host.is_some() { String::new() } else { self.cwd.clone() }
+            }),
             env: a.env.unwrap_or_default().into_iter().collect(),
             name: a.name.unwrap_or_default(),
             timeout_ms: a.timeout_ms,

@@ -110,8 +110,14 @@ pub(crate) fn start_spec(req: pb::StartRequest) -> Result<ProcSpec, InvalidReque
         no_nul(&format!("env.{k}"), &v)?;
         env.insert(k, v);
     }
+    // A client that names no directory (one on another machine, whose
+    // own directory means nothing here) gets the user's home.
     let cwd = if req.cwd.is_empty() {
-        std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"))
+        std::env::var_os("HOME")
+            .map(PathBuf::from)
+            .filter(|h| h.is_absolute() && h.is_dir())
+            .or_else(|| std::env::current_dir().ok())
+            .unwrap_or_else(|| PathBuf::from("/"))
     } else {
         no_nul("cwd", &req.cwd)?;
         let p = PathBuf::from(&req.cwd);
