@@ -377,6 +377,15 @@ fn choose_target(host: Option<&str>, command: &mut Command) -> Result<Target, Fa
                 *proc = rest.to_owned();
                 Some(h)
             }
+            // Names hold no ':' (the daemon refuses them): `x:7` with an
+            // unknown `x` is a host name mistyped or missing from the file.
+            (None, p) if p.contains(':') => {
+                let host = p.split(':').next().unwrap_or_default();
+                return Err(Failure::Failed(hosts.resolve(host).err().map_or_else(
+                    || anyhow::anyhow!("{p:?} names no process"),
+                    anyhow::Error::from,
+                )));
+            }
             (None, _) => None,
         },
         // `HOST:ID` cannot be told from a name while the file is broken.

@@ -236,6 +236,15 @@ const RECONNECT_TIMEOUT: Duration = Duration::from_secs(30);
 pub(crate) async fn reconnect()
 -> Result<pb::portal_client::PortalClient<tonic::transport::Channel>, Failure> {
     let deadline = tokio::time::Instant::now() + RECONNECT_TIMEOUT;
+    // A daemon's upgrade is over in milliseconds; a broken ssh connection
+    // may take seconds to make again, or not come back: say what happens.
+    if let Some(portal_proto::hosts::Target::Remote(r)) = crate::TARGET.get() {
+        eprintln!(
+            "[the connection to host {} broke; connecting again for up to {}]",
+            r.label,
+            fmt::short_duration(u64::try_from(RECONNECT_TIMEOUT.as_millis()).unwrap_or(u64::MAX))
+        );
+    }
     loop {
         match crate::connect_target().await {
             Ok(client) => return Ok(client.rpc()),

@@ -15,6 +15,7 @@ use portal_proto::v1 as pb;
 use portal_tests::sshd::{Sshd, sshd_or_skip};
 use portal_tests::*;
 use serde_json::Value;
+use tokio::io::AsyncBufReadExt as _;
 
 const CLI: &str = env!("CARGO_BIN_EXE_portal-cli");
 
@@ -191,6 +192,40 @@ async fn a_dropped_ssh_connection_mid_wait_is_a_retryable_error_and_the_program_
     // Nothing was lost: the program runs, and answers.
     let ran = ok(&cli(&s, &h, &["run", &target, "--", "still-here"]).await);
     assert!(ran.contains("got-still-here"), "{ran}");
+
+    // A follower whose ssh is killed connects again by itself and goes on
+    // exactly where it was: each line once, none missed.
+    let mut follower = command(&s, &h, &["read", "-f", &target, "--stream", "stdout"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let follower_pid = follower.id().unwrap();
+    let mut lines = tokio::io::BufReader::new(follower.stdout.take().unwrap()).lines();
+    let mut seen = Vec::new();
+    let mut until = async |want: &str, seen: &mut Vec<String>| {
+        bounded(&format!("the follower to print {want}"), async {
+            while let Some(l) = lines.next_line().await.unwrap() {
+                let done = l == want;
+                seen.push(l);
+                if done {
+                    return;
+                }
+            }
+            panic!("the follower ended before {want}");
+        })
+        .await;
+    };
+    until("got-still-here", &mut seen).await;
+    let ssh = wait_until("the follower's ssh", async || child_named(follower_pid, "ssh")).await;
+    let _ = std::process::Command::new("kill").args(["-9", &ssh.to_string()]).status();
+    ok(&cli(&s, &h, &["write", &target, "after", "--enter"]).await);
+    until("got-after", &mut seen).await;
+    assert_eq!(seen, ["got-go", "got-still-here", "got-after"], "each line once");
+    ok(&cli(&s, &h, &["kill", &target]).await);
+    let out = bounded("the follower to end", follower.wait_with_output()).await.unwrap();
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(said.contains("the connection to host box broke; connecting again"), "{said}");
     drop(remote);
     local.stop().await;
 }
@@ -233,6 +268,12 @@ async fn each_way_of_failing_to_reach_a_host_has_its_message_and_exit_code() {
     let listed = ok(&cli(&s, &h, &["--host", "mux", "ps", "--all"]).await);
     assert!(listed.contains("No") || listed.contains("ID"), "{listed}");
     assert_eq!(masters(), 1, "and the next connection shared it");
+    // `HOST:` before a process with a host nobody named; a name that would
+    // read as one.
+    let out = cli(&s, &h, &["read", "nowhere:1"]).await;
+    assert!(text(&out).contains("unknown host \"nowhere\""), "{}", text(&out));
+    let out = cli(&s, &h, &["start", "--name", "box:x", "--", "true"]).await;
+    assert!(text(&out).contains("reads as HOST:NAME"), "{}", text(&out));
     let out = cli(&s, &h, &["--host", "nowhere", "ps"]).await;
     assert_eq!(out.status.code(), Some(1), "{}", text(&out));
     assert!(text(&out).contains("unknown host \"nowhere\""), "{}", text(&out));

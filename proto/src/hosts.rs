@@ -212,14 +212,7 @@ impl Target {
     }
 }
 
-/// One entry of `[hosts]`: a URL, or a table.
-#[derive(Debug, Deserialize)]
-#[serde(untagged)]
-enum Entry {
-    Url(String),
-    Table(EntryTable),
-}
-
+/// One entry of `[hosts]` written as a table.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct EntryTable {
@@ -237,8 +230,15 @@ struct File {
     ssh_args: Vec<String>,
     #[serde(default)]
     portal: Option<String>,
+    /// Each entry is a URL or an [`EntryTable`]; kept as written, with
+    /// where it was, so that an error names its line.
     #[serde(default)]
-    hosts: BTreeMap<String, Entry>,
+    hosts: BTreeMap<toml::Spanned<String>, toml::Spanned<toml::Value>>,
+}
+
+/// The line of byte `offset` in `text`, counting from 1.
+fn line_of(text: &str, offset: usize) -> usize {
+    text.get(..offset).map_or(0, |t| t.matches('\n').count()) + 1
 }
 
 /// The hosts file, read.
@@ -291,20 +291,37 @@ impl Hosts {
         let file: File = toml::from_str(text).map_err(|e| file_error(e.to_string()))?;
         let mut hosts = BTreeMap::new();
         for (name, entry) in file.hosts {
+            let line = line_of(text, name.span().start);
+            let name = name.into_inner();
+            let at = |reason: String| file_error(format!("line {line}: [hosts] {name}: {reason}"));
             if name == LOCAL || name == ALL {
-                return Err(file_error(format!("the host name {name:?} is reserved")));
+                return Err(at(format!("the name {name:?} is reserved; pick another")));
             }
             if name.is_empty() || name.contains(':') || name.chars().any(char::is_whitespace) {
-                return Err(file_error(format!(
-                    "the host name {name:?} may not be empty or hold ':' or spaces"
-                )));
+                return Err(at("a host name may not be empty or hold ':' or spaces".into()));
             }
-            let (url, portal, extra) = match entry {
-                Entry::Url(url) => (url, None, Vec::new()),
-                Entry::Table(t) => (t.url, t.portal, t.ssh_args),
+            let (url, portal, extra) = match entry.into_inner() {
+                toml::Value::String(url) => (url, None, Vec::new()),
+                table @ toml::Value::Table(_) => {
+                    let t: EntryTable = table.try_into().map_err(|e| at(e.message().to_owned()))?;
+                    (t.url, t.portal, t.ssh_args)
+                }
+                other => {
+                    return Err(at(format!(
+                        "{} where an ssh:// URL or a table {{ url = \"ssh://…\", portal = \"…\", ssh_args = [\"…\"] }} goes",
+                        match other.type_str() {
+                            t @ ("integer" | "array") => format!("an {t}"),
+                            t => format!("a {t}"),
+                        }
+                    )));
+                }
             };
-            let url =
-                url.parse::<SshUrl>().map_err(|e| file_error(format!("[hosts] {name}: {e}")))?;
+            let url = url.parse::<SshUrl>().map_err(|e| match e {
+                HostsError::BadUrl { url, reason } => {
+                    at(format!("invalid URL {url:?}: {reason}; write ssh://[user@]host[:port]"))
+                }
+                other => at(other.to_string()),
+            })?;
             let ssh_args = file.ssh_args.iter().cloned().chain(extra).collect();
             let portal = portal
                 .or_else(|| file.portal.clone())
@@ -370,8 +387,13 @@ impl Hosts {
     /// What an unknown-host error lists.
     fn known_names(&self) -> String {
         if self.hosts.is_empty() {
+            let what = if self.path.exists() {
+                "no hosts are named in"
+            } else {
+                "there is no hosts file at"
+            };
             format!(
-                "no hosts are named in {}; add one under [hosts] (name = \"ssh://user@host\") or give an ssh:// URL",
+                "{what} {}; add a host under [hosts] (name = \"ssh://user@host\") or give an ssh:// URL",
                 self.path.display()
             )
         } else {
@@ -448,9 +470,16 @@ b = { url = "ssh://b", portal = "/opt/portal-cli", ssh_args = ["-i", "/k"] }
         assert_eq!(hosts.split_proc("a:"), (None, "a:"));
 
         for (bad, says) in [
-            ("[hosts]\nlocal = \"ssh://h\"", "reserved"),
-            ("[hosts]\na = { url = \"ssh://h\", port = 2 }", "line 2"),
-            ("[hosts]\na = \"h\"", "[hosts] a: invalid host URL"),
+            (
+                "[hosts]\nlocal = \"ssh://h\"",
+                "line 2: [hosts] local: the name \"local\" is reserved",
+            ),
+            (
+                "[hosts]\na = { url = \"ssh://h\", port = 2 }",
+                "line 2: [hosts] a: unknown field `port`",
+            ),
+            ("\n[hosts]\nb = \"ssh://b\"\na = \"h\"", "line 4: [hosts] a: invalid URL \"h\""),
+            ("[hosts]\na = 1", "line 2: [hosts] a: an integer where an ssh:// URL"),
             ("sh_args = []", "unknown field"),
         ] {
             let err = Hosts::parse("h.toml".into(), bad).unwrap_err().to_string();

@@ -145,6 +145,13 @@ pub(crate) fn start_spec(req: pb::StartRequest) -> Result<ProcSpec, InvalidReque
         n if n.chars().any(char::is_control) => {
             return Err(invalid("name", "contains control characters"));
         }
+        // `HOST:NAME` names a process on another host.
+        n if n.contains(':') => {
+            return Err(invalid(
+                "name",
+                "contains ':', which reads as HOST:NAME (a process on another host); use '-' or '.'",
+            ));
+        }
         n => Some(n.to_owned()),
     };
     let idle_timeout = match req.timeout_ms {
@@ -668,6 +675,7 @@ mod tests {
         assert_eq!(err(pb::StartRequest { cwd: "rel/dir".into(), ..start("sh") }), "cwd");
         assert_eq!(err(pb::StartRequest { cwd: "/no/such/dir".into(), ..start("sh") }), "cwd");
         assert_eq!(err(pb::StartRequest { name: "123".into(), ..start("sh") }), "name");
+        assert_eq!(err(pb::StartRequest { name: "box:x".into(), ..start("sh") }), "name");
         assert_eq!(err(pb::StartRequest { timeout_ms: u64::MAX, ..start("sh") }), "timeout_ms");
         assert_eq!(err(pb::StartRequest { mode: 9, ..start("sh") }), "mode");
         let big = pb::TermSize { rows: 5000, cols: 80 };
