@@ -426,11 +426,16 @@ async fn run(mut cli: Cli) -> Outcome {
         if let Some(cmd) = here_only {
             let Target::Remote(r) = &target else { unreachable!("checked above") };
             return Err(anyhow::anyhow!(
-                "`{cmd}` works on this machine only (the host comes from --host or PORTAL_HOST); run it on {} itself: {} {} {}",
+                "`{cmd}` works on this machine only (the host comes from --host or PORTAL_HOST); run it on {} itself: {} {}",
                 r.label,
                 r.ssh_command(),
-                r.portal,
-                this_command_here()
+                // Quoted twice: once for this shell, once for the remote
+                // shell that ssh hands the command line to.
+                portal_proto::hosts::shell_quote(&format!(
+                    "{} {}",
+                    portal_proto::hosts::shell_quote(&r.portal),
+                    this_command_here()
+                ))
             )
             .into());
         }
@@ -442,6 +447,10 @@ async fn run(mut cli: Cli) -> Outcome {
             if TARGET.get().is_some_and(Target::is_local) =>
         {
             return daemonctl::status(out).await;
+        }
+        // Status looks; it never starts a daemon, there either.
+        Command::Daemon(DaemonCommand::Status { .. }) => {
+            NO_AUTOSTART.store(true, std::sync::atomic::Ordering::Relaxed);
         }
         Command::Daemon(DaemonCommand::Stop) => return daemonctl::stop().await,
         Command::Daemon(DaemonCommand::Upgrade { binary, out }) => {

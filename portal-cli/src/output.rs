@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::{Args, ValueEnum};
-use portal_proto::client::{Client, is_disconnect};
+use portal_proto::client::{Client, ClientError, is_disconnect};
 use portal_proto::names;
 use portal_proto::v1 as pb;
 use serde_json::json;
@@ -237,24 +237,46 @@ pub(crate) async fn reconnect()
 -> Result<pb::portal_client::PortalClient<tonic::transport::Channel>, Failure> {
     let deadline = tokio::time::Instant::now() + RECONNECT_TIMEOUT;
     // A daemon's upgrade is over in milliseconds; a broken ssh connection
-    // may take seconds to make again, or not come back: say what happens.
+    // may take seconds to make again, or not come back: say what happens
+    // (`\r\n`: attach has the terminal in raw mode), and try less often,
+    // each try being a login on that host.
+    let remote = matches!(crate::TARGET.get(), Some(portal_proto::hosts::Target::Remote(_)));
     if let Some(portal_proto::hosts::Target::Remote(r)) = crate::TARGET.get() {
-        eprintln!(
-            "[the connection to host {} broke; connecting again for up to {}]",
+        eprint!(
+            "[the connection to host {} broke; trying again for {}]\r\n",
             r.label,
             fmt::short_duration(u64::try_from(RECONNECT_TIMEOUT.as_millis()).unwrap_or(u64::MAX))
         );
     }
+    let mut delay = if remote { REMOTE_RETRY_FIRST } else { Duration::from_millis(50) };
     loop {
         match crate::connect_target().await {
             Ok(client) => return Ok(client.rpc()),
+            // Trying again cannot help: the message says what will.
+            Err(
+                e @ (ClientError::AuthRefused { .. }
+                | ClientError::RemoteMissing { .. }
+                | ClientError::VersionSkew { .. }),
+            ) => return Err(Failure::Unreachable(e)),
             Err(e) if tokio::time::Instant::now() >= deadline => {
                 return Err(Failure::Unreachable(e));
             }
-            Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
+            Err(_) => {
+                tokio::time::sleep(delay).await;
+                if remote {
+                    delay = (delay * 2).min(REMOTE_RETRY_MAX);
+                }
+            }
         }
     }
 }
+
+/// The first pause between tries to reach a remote host again; it doubles
+/// up to [`REMOTE_RETRY_MAX`] (each try is an ssh login there).
+const REMOTE_RETRY_FIRST: Duration = Duration::from_millis(500);
+
+/// The longest pause between tries to reach a remote host again.
+const REMOTE_RETRY_MAX: Duration = Duration::from_secs(5);
 
 /// Moves the follow's cursor past `r` (its source range).
 fn advance(cursor: &mut Option<pb::Cursor>, r: &pb::Record) {

@@ -69,22 +69,32 @@ pub(crate) async fn ps_every_host(all: bool, out: JsonFlag) -> Outcome {
     let hosts = portal_proto::hosts::Hosts::load().map_err(anyhow::Error::from)?;
     let mut opts = portal_proto::launch::LaunchOptions::from_env();
     opts.autostart = !crate::NO_AUTOSTART.load(std::sync::atomic::Ordering::Relaxed);
-    let targets = std::iter::once(portal_proto::hosts::Target::Local)
-        .chain(hosts.remotes().cloned().map(portal_proto::hosts::Target::Remote));
+    let targets: Vec<portal_proto::hosts::Target> =
+        std::iter::once(portal_proto::hosts::Target::Local)
+            .chain(hosts.remotes().cloned().map(portal_proto::hosts::Target::Remote))
+            .collect();
+    // All at once: a host that is down costs its timeout once, not in turn.
+    let lists = futures::future::join_all(targets.iter().map(|target| {
+        let opts = opts.clone();
+        async move {
+            match Client::connect_to(target, &opts).await {
+                Ok(c) => c
+                    .rpc()
+                    .list(pb::ListRequest {})
+                    .await
+                    .map(|l| (target.label().to_owned(), l.into_inner().processes))
+                    .map_err(|s| format!("host {}: {}", target.label(), s.message())),
+                // Every connection error names its host already.
+                Err(e) => Err(e.to_string()),
+            }
+        }
+    }))
+    .await;
     let mut listed = Vec::new();
     let mut failed = false;
-    for target in targets {
-        let list = match Client::connect_to(&target, &opts).await {
-            Ok(c) => c
-                .rpc()
-                .list(pb::ListRequest {})
-                .await
-                .map_err(|s| format!("host {}: {}", target.label(), s.message())),
-            Err(e) => Err(e.to_string()),
-        };
+    for list in lists {
         match list {
-            Ok(l) => listed.push((target.label().to_owned(), l.into_inner().processes)),
-            // Every connection error names its host already.
+            Ok(l) => listed.push(l),
             Err(e) => {
                 eprintln!("{e}");
                 failed = true;

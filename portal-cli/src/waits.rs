@@ -175,10 +175,13 @@ pub(crate) fn report(r: &pb::WaitResponse, out: JsonFlag, wanted_match: bool) ->
         eprintln!("{line}");
         if r.reason() == pb::WaitReason::AwaitingSecret {
             let host = match crate::TARGET.get() {
-                Some(portal_proto::hosts::Target::Remote(r)) => format!("{}:", r.label),
-                _ => String::new(),
+                Some(portal_proto::hosts::Target::Remote(r)) => Some(r.label.as_str()),
+                _ => None,
             };
-            eprintln!("it asks for a secret: type it with `portal-cli secret {host}<id>`");
+            eprintln!(
+                "it asks for a secret: type it with `{}`",
+                portal_proto::hosts::secret_command(host, "<id>")
+            );
         }
     }
     if reached(r, wanted_match) { Ok(()) } else { Err(Failure::Silent) }

@@ -139,7 +139,7 @@ async fn programs_on_a_remote_host_are_started_driven_read_and_killed_over_ssh()
     let out = cli(&s, &h, &["--host", "box", "daemon", "stop"]).await;
     let said = text(&out);
     assert!(
-        said.contains(&format!("-p {} {}@127.0.0.1 {CLI} daemon stop", sshd.port, sshd.user)),
+        said.contains(&format!("-p {} {}@127.0.0.1 '{CLI} daemon stop'", sshd.port, sshd.user)),
         "{said}"
     );
 
@@ -225,7 +225,7 @@ async fn a_dropped_ssh_connection_mid_wait_is_a_retryable_error_and_the_program_
     ok(&cli(&s, &h, &["kill", &target]).await);
     let out = bounded("the follower to end", follower.wait_with_output()).await.unwrap();
     let said = String::from_utf8_lossy(&out.stderr);
-    assert!(said.contains("the connection to host box broke; connecting again"), "{said}");
+    assert!(said.contains("the connection to host box broke; trying again"), "{said}");
     drop(remote);
     local.stop().await;
 }
@@ -256,18 +256,13 @@ async fn each_way_of_failing_to_reach_a_host_has_its_message_and_exit_code() {
         assert!(said.contains(says), "{host}: {said}");
     }
     // A shared connection set up in the user's ssh configuration is used
-    // as it is: the first command leaves a master, the next rides on it.
+    // as it is: the first command logs in, the next rides on its master.
+    let before = sshd.logins();
     ok(&cli(&s, &h, &["--host", "mux", "ps"]).await);
-    let masters = || {
-        std::fs::read_dir(sshd.dir.path())
-            .unwrap()
-            .filter(|e| e.as_ref().unwrap().file_name().to_string_lossy().starts_with("cm-"))
-            .count()
-    };
-    assert_eq!(masters(), 1, "ControlMaster made its socket");
+    assert_eq!(sshd.logins(), before + 1, "the first command logged in");
     let listed = ok(&cli(&s, &h, &["--host", "mux", "ps", "--all"]).await);
     assert!(listed.contains("No") || listed.contains("ID"), "{listed}");
-    assert_eq!(masters(), 1, "and the next connection shared it");
+    assert_eq!(sshd.logins(), before + 1, "the second rode on the first's connection");
     // `HOST:` before a process with a host nobody named; a name that would
     // read as one.
     let out = cli(&s, &h, &["read", "nowhere:1"]).await;

@@ -17,6 +17,17 @@ use rmcp::model::Tool;
 
 use crate::link::DaemonLink;
 
+tokio::task_local! {
+    /// The remote host the current tool call goes to (`None`: this
+    /// machine), for the commands its hints give a person.
+    pub(crate) static CALL_HOST: Option<String>;
+}
+
+/// [`CALL_HOST`], or `None` outside a call.
+pub(crate) fn call_host() -> Option<String> {
+    CALL_HOST.try_with(Clone::clone).ok().flatten()
+}
+
 /// The name of the argument that picks a host.
 pub(crate) const HOST_ARG: &str = "host";
 
@@ -63,6 +74,15 @@ impl HostLinks {
             Some(ALL) => {
                 return Err(format!(
                     "Error: host: \"{ALL}\" is only for process_list; name one host."
+                ));
+            }
+            Some(spec) if spec == self.default.label() => self.default.clone(),
+            // An agent names hosts the person configured, never a URL of
+            // its own: the shim's ssh runs with the user's keys.
+            Some(spec) if spec.contains("://") => {
+                return Err(format!(
+                    "Error: host: {spec:?}: a tool call takes only hosts the hosts file names (or local); ask the person to add it to {}",
+                    portal_proto::hosts::hosts_file().display()
                 ));
             }
             Some(spec) => {

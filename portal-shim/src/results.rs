@@ -103,10 +103,18 @@ impl From<&pb::Process> for ProcessInfo {
 }
 
 /// What to do about a password prompt: hand it to a person.
+/// The command names the call's host: run as `portal-cli secret 12` it
+/// would type a password into this machine's process 12.
 pub(crate) fn secret_hint(id: u64) -> String {
     format!(
-        "it waits for a password: ask the person to run `portal-cli secret {id}`; never type it yourself"
+        "it waits for a password: ask the person to run `{}`; never type it yourself",
+        secret_command(id)
     )
+}
+
+/// `portal-cli secret ID` for the call's host.
+fn secret_command(id: u64) -> String {
+    portal_proto::hosts::secret_command(crate::hosts::call_host().as_deref(), &id.to_string())
 }
 
 impl ProcessInfo {
@@ -371,8 +379,8 @@ pub(crate) fn inspect_text(p: &ProcessInfo) -> String {
     if p.awaiting_secret {
         let _ = writeln!(
             out,
-            "  Waiting:    for a password (echo off); ask the person to run `portal-cli secret {}`",
-            p.id
+            "  Waiting:    for a password (echo off); ask the person to run `{}`",
+            secret_command(p.id)
         );
     }
     if let Some(sig) = p.exit_signal {

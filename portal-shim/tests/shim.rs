@@ -977,6 +977,13 @@ async fn tools_drive_programs_on_another_host_over_ssh() {
     assert_eq!(host_of("py"), [json!("box")], "{text}");
     assert_eq!(host_of("here"), [json!("local")], "{text}");
     assert!(text.starts_with("HOST | ID"), "{text}");
+    assert!(
+        s.to_string().contains(&format!("`portal-cli secret box:{secret}`")),
+        "every host's hints name it: {s}"
+    );
+    // An agent may not send the shim's ssh anywhere it was not given.
+    let err = shim.err("process_list", json!({"host": sshd.url()})).await;
+    assert!(err.contains("only hosts the hosts file names"), "{err}");
     let (_, s) = shim.ok("process_list", json!({})).await;
     assert!(!s.to_string().contains("\"py\""), "the default host is this machine: {s}");
 

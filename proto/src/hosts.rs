@@ -117,8 +117,16 @@ impl FromStr for SshUrl {
         if host.starts_with('-') || user.as_deref().is_some_and(|u| u.starts_with('-')) {
             return Err(bad("a host or user may not start with -"));
         }
-        if host.chars().any(|c| c.is_whitespace() || c.is_control()) {
-            return Err(bad("the host has spaces or control characters"));
+        // Only what host names, addresses and login names are made of:
+        // ssh expands `%` tokens and some configurations hand the host and
+        // user to a shell (ProxyCommand, Match exec).
+        let plain = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_');
+        let v6 = hostport.starts_with('[');
+        if !host.chars().all(|c| plain(c) || (v6 && c == ':')) {
+            return Err(bad("the host may hold only letters, digits, '.', '-' and '_'"));
+        }
+        if user.as_deref().is_some_and(|u| !u.chars().all(plain)) {
+            return Err(bad("the user may hold only letters, digits, '.', '-' and '_'"));
         }
         let port = port
             .map(|p| p.parse::<u16>().ok().filter(|&p| p > 0).ok_or_else(|| bad("bad port")))
@@ -157,6 +165,18 @@ pub struct Remote {
     pub portal: String,
     /// Options given to `ssh` before the destination.
     pub ssh_args: Vec<String>,
+}
+
+/// The command a person runs to type a secret into process `id` on
+/// `host` (`None`: this machine): `HOST:ID` for a named host, `--host URL`
+/// for one given as a URL (whose `:` would not split).
+#[must_use]
+pub fn secret_command(host: Option<&str>, id: &str) -> String {
+    match host {
+        None => format!("portal-cli secret {id}"),
+        Some(h) if h.contains("://") => format!("portal-cli --host {h} secret {id}"),
+        Some(h) => format!("portal-cli secret {h}:{id}"),
+    }
 }
 
 /// `word` quoted for a POSIX shell where it needs it (for commands shown
@@ -414,7 +434,6 @@ mod tests {
             ("ssh://h", None, "h", None),
             ("ssh://me@h.example:2222", Some("me"), "h.example", Some(2222)),
             ("ssh://[::1]:22", None, "::1", Some(22)),
-            ("ssh://a@b@h", Some("a@b"), "h", None),
         ] {
             let url: SshUrl = text.parse().unwrap();
             assert_eq!(
@@ -433,6 +452,10 @@ mod tests {
             "ssh://-oProxyCommand=x",
             "ssh://h/path",
             "ssh://h o",
+            "ssh://h$(id)",
+            "ssh://u;x@h",
+            "ssh://%h",
+            "ssh://a@b@h",
         ] {
             let err = bad.parse::<SshUrl>().unwrap_err().to_string();
             assert!(err.contains("ssh://[user@]host[:port]"), "{bad}: {err}");

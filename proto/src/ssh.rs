@@ -47,12 +47,36 @@ const SSH_FAILED: i32 = 255;
 /// A shell's exit status for a command it cannot find.
 const COMMAND_NOT_FOUND: i32 = 127;
 
-/// One connection: ssh's stdout and stdin. Dropping it kills ssh.
+/// A shell's exit status for a command it found but may not execute.
+const CANNOT_EXECUTE: i32 = 126;
+
+/// One connection: ssh's stdout and stdin. Dropping it closes ssh's stdin
+/// and gives ssh [`SSH_EXIT_GRACE`] to end by itself before it is killed:
+/// with the user's `ControlMaster auto` this ssh may be the master that
+/// other sessions of theirs share, and a kill would cut those too.
 #[derive(Debug)]
 pub struct SshConn {
     reader: BufReader<ChildStdout>,
     writer: ChildStdin,
-    _ssh: Child,
+    ssh: Option<Child>,
+}
+
+/// How long ssh gets to end by itself once its connection is dropped.
+const SSH_EXIT_GRACE: Duration = Duration::from_secs(2);
+
+impl Drop for SshConn {
+    fn drop(&mut self) {
+        let Some(mut ssh) = self.ssh.take() else { return };
+        // Without a runtime the child is dropped here, killed (kill_on_drop).
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            rt.spawn(async move {
+                // The stdin this struct holds closes as the drop ends.
+                if tokio::time::timeout(SSH_EXIT_GRACE, ssh.wait()).await.is_err() {
+                    let _ = ssh.kill().await;
+                }
+            });
+        }
+    }
 }
 
 impl AsyncRead for SshConn {
@@ -113,8 +137,13 @@ pub fn command_line(remote: &Remote, autostart: bool) -> Vec<String> {
     }
     args.push("--".to_owned());
     args.push(remote.url.host.clone());
-    // ssh hands the remote shell one command line: quote the path.
-    let mut remote_cmd = format!("{} dial-stdio", shell_words::quote(&remote.portal));
+    // ssh hands the remote shell one command line: quote the path (but
+    // not a leading `~/`, which that shell expands to the remote home).
+    let portal = match remote.portal.strip_prefix("~/") {
+        Some(rest) => format!("~/{}", shell_words::quote(rest)),
+        None => shell_words::quote(&remote.portal).into_owned(),
+    };
+    let mut remote_cmd = format!("{portal} dial-stdio");
     if !autostart {
         remote_cmd.push_str(" --no-autostart");
     }
@@ -157,7 +186,7 @@ pub async fn dial(remote: &Remote, autostart: bool) -> Result<SshConn, ClientErr
     let failure = match handshake {
         Ok(Ok(Handshake::Ready { protocol, version })) => {
             if protocol == crate::PROTOCOL_VERSION {
-                return Ok(SshConn { reader, writer: stdin, _ssh: child });
+                return Ok(SshConn { reader, writer: stdin, ssh: Some(child) });
             }
             return Err(ClientError::VersionSkew {
                 host: remote.label.clone(),
@@ -283,11 +312,15 @@ fn classify(remote: &Remote, code: Option<i32>, stderr: &str, printed: &str) -> 
             remote_version: String::new(),
         };
     }
-    if code == Some(COMMAND_NOT_FOUND)
-        || said("command not found")
-        || said("No such file or directory")
-        || said("not found")
-    {
+    // The shell's own word that it could not run the command, not any
+    // "not found" a login's startup files may print.
+    let names_portal = detail.lines().any(|l| {
+        l.contains(remote.portal.trim_start_matches("~/"))
+            && (l.contains("not found")
+                || l.contains("No such file")
+                || l.contains("Permission denied"))
+    });
+    if matches!(code, Some(COMMAND_NOT_FOUND | CANNOT_EXECUTE)) || names_portal {
         return ClientError::RemoteMissing { host, command: remote.portal.clone(), detail };
     }
     let detail = match code {
@@ -328,6 +361,8 @@ mod tests {
         let n = args.len();
         assert_eq!(&args[n - 3..n - 1], ["--", "h"]);
         assert_eq!(args[n - 1], "'/opt/my portal/portal-cli' dial-stdio --no-autostart");
+        let home = Remote { portal: "~/.cargo/bin/portal-cli".into(), ..remote("q") };
+        assert_eq!(command_line(&home, true).last().unwrap(), "~/.cargo/bin/portal-cli dial-stdio");
     }
 
     #[test]
@@ -351,5 +386,10 @@ mod tests {
         assert_eq!(kind(Some(127), "bash: line 1: portal-cli: command not found"), "missing");
         assert_eq!(kind(Some(2), "error: unrecognized subcommand 'dial-stdio'"), "skew");
         assert_eq!(kind(Some(1), "something else"), "failed");
+        assert_eq!(kind(Some(1), "motd: fortune: not found"), "failed", "not Portal's absence");
+        assert_eq!(
+            kind(Some(126), "bash: /opt/my portal/portal-cli: Permission denied"),
+            "missing"
+        );
     }
 }

@@ -110,7 +110,7 @@ impl Sshd {
                 "Port {port}\nListenAddress 127.0.0.1\nHostKey {d}/host_key\n\
                  AuthorizedKeysFile {d}/authorized_keys\nStrictModes no\nUsePAM no\n\
                  PasswordAuthentication no\nKbdInteractiveAuthentication no\n\
-                 PermitRootLogin prohibit-password\nPidFile {d}/sshd.pid\nLogLevel ERROR\n\
+                 PermitRootLogin prohibit-password\nPidFile {d}/sshd.pid\nLogLevel INFO\n\
                  SetEnv PORTAL_SOCKET={sock} PORTAL_DATA_DIR={d}/rdata PORTAL_HOST=elsewhere\n",
                 d = d.display(),
                 sock = remote_socket.display(),
@@ -147,7 +147,9 @@ impl Sshd {
         )
         .map_err(|e| e.to_string())?;
         run(Command::new("chmod").arg("755").arg(&old))?;
-        let down = free_port()?;
+        // tcpmux's port, privileged and never listened on here (a free
+        // port found now could be taken by a parallel test's sshd).
+        let down = 1;
         let entry = |url_port: u16, portal: &Path, config: &str| {
             format!(
                 "{{ url = \"ssh://{user}@127.0.0.1:{url_port}\", portal = \"{}\", ssh_args = [\"-F\", \"{}/{config}\"] }}",
@@ -209,6 +211,13 @@ impl Sshd {
         Ok(me)
     }
 
+    /// How many logins sshd accepted so far (from its log).
+    #[must_use]
+    pub fn logins(&self) -> usize {
+        std::fs::read_to_string(self.dir.path().join("sshd.log"))
+            .map_or(0, |log| log.matches("Accepted publickey").count())
+    }
+
     /// `ssh://user@127.0.0.1:port`.
     #[must_use]
     pub fn url(&self) -> String {
@@ -226,6 +235,14 @@ impl Drop for Sshd {
             .stderr(Stdio::null())
             .status();
         crate::kill_what_outlives(&self.remote_socket);
+        // A ControlMaster a test left persisting.
+        let _ = Command::new("ssh")
+            .arg("-F")
+            .arg(&self.mux_config)
+            .args(["-O", "exit", "-p", &self.port.to_string(), "-l", &self.user, "127.0.0.1"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status();
         let _ = self.child.kill();
         let _ = self.child.wait();
     }

@@ -111,36 +111,14 @@ fn by_id(id: u64) -> Option<pb::ProcRef> {
 /// Labels a result from another host, in its text and as `host` in its
 /// structured content: ids are per host, and an agent that drops the host
 /// in its next call would reach another machine's process of that id.
-/// The commands its hints give a person name the process as `HOST:ID`.
 fn on_host(mut result: CallToolResult, host: &str) -> CallToolResult {
     if let Some(serde_json::Value::Object(o)) = result.structured_content.as_mut() {
-        for v in o.values_mut() {
-            for_each_string(v, &mut |s| *s = hosted_commands(s, host));
-        }
         o.insert("host".into(), serde_json::Value::from(host));
     }
     if let Some(text) = result.content.first().and_then(|c| c.as_text()).map(|t| t.text.clone()) {
-        result.content[0] =
-            ContentBlock::text(format!("[host {host}] {}", hosted_commands(&text, host)));
+        result.content[0] = ContentBlock::text(format!("[host {host}] {text}"));
     }
     result
-}
-
-/// `portal-cli secret 12` in a hint about a process on `host` becomes
-/// `portal-cli secret host:12`: run as written, the first would type a
-/// password into this machine's process 12.
-fn hosted_commands(text: &str, host: &str) -> String {
-    const SECRET: &str = "`portal-cli secret ";
-    text.replace(SECRET, &format!("{SECRET}{host}:"))
-}
-
-fn for_each_string(v: &mut serde_json::Value, f: &mut impl FnMut(&mut String)) {
-    match v {
-        serde_json::Value::String(s) => f(s),
-        serde_json::Value::Array(items) => items.iter_mut().for_each(|i| for_each_string(i, f)),
-        serde_json::Value::Object(o) => o.values_mut().for_each(|i| for_each_string(i, f)),
-        _ => {}
-    }
 }
 
 fn ok<T: Serialize>(text: String, value: &T) -> ToolResult {
@@ -220,23 +198,38 @@ impl Shim {
     async fn list_everywhere(&self) -> ToolResult {
         let lists = futures::future::join_all(self.hosts.every().into_iter().map(
             |(link, target)| async move {
-                let shim = Self { link, host: Some(target.label().to_owned()), ..self.clone() };
-                let listed =
-                    shim.call(None, |mut c| async move { c.list(pb::ListRequest {}).await }).await;
-                (target.label().to_owned(), listed)
+                let remote = (!target.is_local()).then(|| target.label().to_owned());
+                let shim = Self { link, host: remote.clone(), ..self.clone() };
+                let label = target.label().to_owned();
+                // Each host's entries are made in its scope: their hints
+                // name the host.
+                crate::hosts::CALL_HOST
+                    .scope(remote, async move {
+                        let listed = shim
+                            .call(None, |mut c| async move { c.list(pb::ListRequest {}).await })
+                            .await?;
+                        Ok::<_, String>(
+                            listed
+                                .processes
+                                .iter()
+                                .map(|p| crate::results::ProcessInfo {
+                                    host: Some(label.clone()),
+                                    ..crate::results::ProcessInfo::from(p)
+                                })
+                                .collect::<Vec<_>>(),
+                        )
+                    })
+                    .await
+                    .map_err(|e| format!("{}: {}", target.label(), e.trim_start_matches("Error: ")))
             },
         ))
         .await;
         let mut processes = Vec::new();
         let mut unreachable = Vec::new();
-        for (host, listed) in lists {
+        for listed in lists {
             match listed {
-                Ok(l) => processes.extend(l.processes.iter().map(|p| {
-                    let mut info = crate::results::ProcessInfo::from(p);
-                    info.host = Some(host.clone());
-                    info
-                })),
-                Err(e) => unreachable.push(format!("{host}: {}", e.trim_start_matches("Error: "))),
+                Ok(l) => processes.extend(l),
+                Err(e) => unreachable.push(e),
             }
         }
         let mut text = crate::results::list_text(&processes);
@@ -279,16 +272,23 @@ impl Shim {
             }
             let target = pb::ProcRef { target: Some(pb::proc_ref::Target::Name(text.clone())) };
             let found = shim
-                .call(None, |mut c| {
+                .link
+                .call(|mut c| {
                     let proc = Some(target.clone());
                     async move { c.inspect(pb::InspectRequest { proc }).await }
                 })
                 .await;
-            let Ok(found) = found else {
-                return Err(format!(
-                    "Error: {arg}: no process is named {text:?}. {}",
-                    shim.known_names().await
-                ));
+            let found = match found {
+                Ok(f) => f,
+                Err(CallError::Status(s)) if s.code() == tonic::Code::NotFound => {
+                    return Err(format!(
+                        "Error: {arg}: no process is named {text:?}. {}",
+                        shim.known_names().await
+                    ));
+                }
+                // A host that cannot be reached is not a missing process:
+                // an agent told so might start a second one.
+                Err(e) => return Err(error_text(&e, None, shim.host.as_deref())),
             };
             *v = serde_json::Value::from(found.id);
             Ok(())
@@ -387,7 +387,9 @@ impl Shim {
         if let Err(e) = shim.resolve_names(&mut args).await {
             return Some(Err(e));
         }
-        let result = shim.handle(tool, name, args, progress).await;
+        let result = crate::hosts::CALL_HOST
+            .scope(shim.host.clone(), shim.handle(tool, name, args, progress))
+            .await;
         let result = match &shim.host {
             Some(h) => result.map(|r| on_host(r, h)),
             None => result,
