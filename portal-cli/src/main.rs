@@ -14,6 +14,7 @@
 mod agents;
 mod attach;
 mod daemonctl;
+mod export;
 mod fmt;
 mod output;
 mod procs;
@@ -183,6 +184,11 @@ enum Command {
     /// Show Portal at work: start a Python REPL on a PTY, type into it, wait
     /// for the answer, print its screen, clean up.
     Demo,
+    /// Write a process's log as a recording: asciicast v2 (for `asciinema
+    /// play`) or a text transcript with the input interleaved.
+    Export(export::ExportArgs),
+    /// Play a process's output in this terminal at the pace it was printed.
+    Replay(export::ReplayArgs),
     /// Connect standard input and output to portald, starting it if needed:
     /// the remote end of `--host ssh://…` (clients run it over ssh).
     DialStdio,
@@ -205,6 +211,8 @@ impl Command {
             Command::Read(a) => Some(&mut a.proc),
             Command::Wait(a) => Some(&mut a.proc),
             Command::Run(a) => Some(&mut a.proc),
+            Command::Export(a) => Some(&mut a.proc),
+            Command::Replay(a) => Some(&mut a.proc),
             _ => None,
         }
     }
@@ -498,6 +506,8 @@ async fn run(mut cli: Cli) -> Outcome {
             daemonctl::started(&client)
         }
         Command::Demo => procs::demo(&client).await,
+        Command::Export(args) => export::export(&client, args).await,
+        Command::Replay(args) => export::replay(&client, args).await,
         Command::Service(_) | Command::Daemon(_) | Command::Emit(_) | Command::DialStdio => Ok(()),
     }
 }

@@ -637,3 +637,64 @@ async fn the_doctor_moves_a_damaged_database_aside_and_salvages_it() {
     let out = ok(&cli_env(&config.socket, &["daemon", "doctor"], &env).await);
     assert!(out.contains("is damaged") && out.contains("fresh database"), "{out}");
 }
+
+/// asciinema from `tests/asciinema/.venv` (`.ci/run` installs it), or why
+/// not: a skip outside CI, a failure under `CI=true`.
+fn asciinema() -> Option<PathBuf> {
+    let bin = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/asciinema/.venv/bin/asciinema");
+    if bin.is_file() {
+        return Some(bin);
+    }
+    assert!(std::env::var_os("CI").is_none(), "{} is missing; .ci/run installs it", bin.display());
+    eprintln!("skipping the asciinema check: {} is missing", bin.display());
+    None
+}
+
+#[tokio::test]
+async fn export_writes_a_recording_asciinema_plays_and_a_transcript() {
+    let d = TestDaemon::start().await;
+    let s = d.socket();
+    let mut rpc = d.rpc();
+    let started = ok(&cli(&s, &["start", "--pty", "--size", "10x60", "--", "python3", "-q"]).await);
+    let id = id_of(&started);
+    ok(&cli(&s, &["wait", &id.to_string()]).await);
+    ok(&cli(&s, &["run", &id.to_string(), "--", "print('h\u{e9}llo \u{2713} ' * 40)"]).await);
+    let raw: Vec<u8> = read_all(&mut rpc, id, pb::Stream::Stdout, pb::Encoding::Raw).await;
+
+    let cast = d.dir.path().join("py.cast");
+    ok(&cli(&s, &["export", &id.to_string(), "-o", cast.to_str().unwrap()]).await);
+    let text = std::fs::read_to_string(&cast).unwrap();
+    let mut lines = text.lines();
+    let header: Value = serde_json::from_str(lines.next().unwrap()).unwrap();
+    assert_eq!(
+        (header["version"].as_u64(), header["width"].as_u64(), header["height"].as_u64()),
+        (Some(2), Some(60), Some(10)),
+        "{header}"
+    );
+    let events: Vec<Value> = lines.map(|l| serde_json::from_str(l).unwrap()).collect();
+    let played: String =
+        events.iter().filter(|e| e[1] == "o").map(|e| e[2].as_str().unwrap()).collect();
+    assert_eq!(played.as_bytes(), raw.as_slice(), "the output events are the log's bytes");
+    assert!(events.iter().any(|e| e[1] == "i" && e[2].as_str().unwrap().contains("print(")));
+    let times: Vec<f64> = events.iter().map(|e| e[0].as_f64().unwrap()).collect();
+    assert!(times.windows(2).all(|w| w[0] <= w[1]), "times only grow: {times:?}");
+
+    if let Some(player) = asciinema() {
+        let out = bounded(
+            "asciinema cat",
+            tokio::process::Command::new(player).arg("cat").arg(&cast).output(),
+        )
+        .await
+        .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert_eq!(out.stdout, raw, "asciinema plays exactly the output");
+    }
+
+    let transcript = ok(&cli(&s, &["export", &id.to_string(), "--format", "text"]).await);
+    assert!(transcript.contains("\n[input] print('h\u{e9}llo"), "{transcript}");
+    assert!(transcript.contains("h\u{e9}llo \u{2713} h\u{e9}llo"), "{transcript}");
+    // A span that ends before the program started holds nothing.
+    let none = ok(&cli(&s, &["export", &id.to_string(), "--since", "1h", "--until", "30m"]).await);
+    assert_eq!(none.lines().count(), 1, "only the header: {none}");
+    d.stop().await;
+}

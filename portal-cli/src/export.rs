@@ -1,0 +1,274 @@
+//! `export` and `replay`: a process's log as a recording. `export` writes
+//! asciicast v2 (what `asciinema play` plays: output events `o`, input
+//! events `i`, times from the log's timestamps) or a plain transcript with
+//! the input interleaved; `replay` plays the output in this terminal at its
+//! own pace.
+//!
+//! Everything comes from the log through `Read`, so an ended process, or
+//! one of an earlier daemon, exports like a running one. The log keeps no
+//! resizes: the header has the terminal's size now.
+
+use std::io::Write as _;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use clap::{Args, ValueEnum};
+use portal_proto::client::Client;
+use portal_proto::v1 as pb;
+use serde_json::json;
+
+use crate::fmt;
+use crate::{Outcome, proc_ref};
+
+/// A page of history: large pages are fewer round trips.
+const PAGE_BYTES: u64 = 1 << 20;
+
+/// The size a recording of a process without a terminal says.
+const PIPE_SIZE: pb::TermSize = pb::TermSize { rows: 24, cols: 80 };
+
+/// What to export.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub(crate) enum Format {
+    /// asciicast v2, for `asciinema play` (and `portal-cli replay`).
+    Asciicast,
+    /// The output as text (escapes stripped), each input line marked `[input]`.
+    Text,
+}
+
+/// Which part of the log.
+#[derive(Debug, Args)]
+pub(crate) struct Span {
+    /// Only what happened in the last DURATION (10m, 2h).
+    #[arg(long, value_parser = fmt::parse_duration)]
+    since: Option<Duration>,
+    /// Only what happened up to DURATION ago.
+    #[arg(long, value_parser = fmt::parse_duration)]
+    until: Option<Duration>,
+}
+
+/// Arguments of `export`.
+#[derive(Debug, Args)]
+pub(crate) struct ExportArgs {
+    /// Process id or name.
+    pub(crate) proc: String,
+    /// The format.
+    #[arg(long, value_enum, default_value = "asciicast")]
+    format: Format,
+    #[command(flatten)]
+    span: Span,
+    /// Write to FILE instead of standard output.
+    #[arg(short, long, value_name = "FILE")]
+    output: Option<PathBuf>,
+}
+
+/// Arguments of `replay`.
+#[derive(Debug, Args)]
+pub(crate) struct ReplayArgs {
+    /// Process id or name.
+    pub(crate) proc: String,
+    /// Play this many times as fast.
+    #[arg(long, default_value_t = 1.0)]
+    speed: f64,
+    /// Longest pause played, however long the program was quiet.
+    #[arg(long, value_parser = fmt::parse_duration, default_value = "2s")]
+    idle_limit: Duration,
+    #[command(flatten)]
+    span: Span,
+}
+
+/// The process and its records in the span, in the order they happened.
+async fn history(
+    client: &Client,
+    proc: &str,
+    span: &Span,
+    encoding: pb::Encoding,
+) -> anyhow::Result<(pb::Process, Vec<pb::Record>)> {
+    let mut rpc = client.rpc();
+    let p = rpc.inspect(pb::InspectRequest { proc: proc_ref(proc) }).await?.into_inner();
+    let now = wall_ns();
+    let ago = |d: Duration| now.saturating_sub(i64::try_from(d.as_nanos()).unwrap_or(i64::MAX));
+    let (from, to) = (span.since.map(ago), span.until.map(ago));
+    let mut records = Vec::new();
+    let mut cursor = None;
+    loop {
+        let req = pb::ReadRequest {
+            proc: Some(pb::ProcRef { target: Some(pb::proc_ref::Target::Id(p.id)) }),
+            streams: vec![
+                pb::Stream::Stdout.into(),
+                pb::Stream::Stderr.into(),
+                pb::Stream::Stdin.into(),
+            ],
+            from: cursor.take().map(pb::read_request::From::Cursor),
+            max_bytes: PAGE_BYTES,
+            encoding: encoding.into(),
+            keep: pb::Keep::Head.into(),
+        };
+        let resp = rpc.read(req).await?.into_inner();
+        let done = resp.records.is_empty() || resp.next == resp.end;
+        records.extend(
+            resp.records
+                .into_iter()
+                .filter(|r| from.is_none_or(|f| r.ts_ns >= f) && to.is_none_or(|t| r.ts_ns <= t)),
+        );
+        if done {
+            break;
+        }
+        cursor = resp.next;
+    }
+    Ok((p, records))
+}
+
+fn wall_ns() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX))
+}
+
+/// Bytes of one stream as text, a chunk at a time: a UTF-8 sequence the
+/// program's writes (or the log's chunks) split is carried to the next
+/// chunk instead of becoming two replacement characters.
+#[derive(Default)]
+struct Utf8Carry {
+    pending: Vec<u8>,
+}
+
+impl Utf8Carry {
+    fn push(&mut self, bytes: &[u8]) -> String {
+        self.pending.extend_from_slice(bytes);
+        let valid = match std::str::from_utf8(&self.pending) {
+            Ok(_) => self.pending.len(),
+            // An incomplete sequence at the end waits for the next chunk.
+            Err(e) if e.error_len().is_none() => e.valid_up_to(),
+            Err(_) => self.pending.len(),
+        };
+        let text = String::from_utf8_lossy(&self.pending[..valid]).into_owned();
+        self.pending.drain(..valid);
+        text
+    }
+}
+
+/// One event of a recording: seconds from its start, `o` or `i`, text.
+struct Event {
+    at: f64,
+    kind: &'static str,
+    text: String,
+}
+
+/// The asciicast header and events of `records`.
+fn cast(p: &pb::Process, records: &[pb::Record]) -> (serde_json::Value, Vec<Event>) {
+    let size = p.size.unwrap_or(PIPE_SIZE);
+    let start = records.first().map_or(p.started_at_ns, |r| r.ts_ns);
+    let header = json!({
+        "version": 2,
+        "width": size.cols,
+        "height": size.rows,
+        "timestamp": start / 1_000_000_000,
+        "title": fmt::command_line(p, 200),
+    });
+    let (mut out, mut input) = (Utf8Carry::default(), Utf8Carry::default());
+    let events = records
+        .iter()
+        .filter_map(|r| {
+            let (kind, carry) = match r.stream() {
+                pb::Stream::Stdin => ("i", &mut input),
+                _ => ("o", &mut out),
+            };
+            let text = carry.push(&r.data);
+            #[allow(clippy::cast_precision_loss, reason = "seconds of a recording, to the µs")]
+            let at = (r.ts_ns - start).max(0) as f64 / 1e9;
+            (!text.is_empty()).then_some(Event { at, kind, text })
+        })
+        .collect();
+    (header, events)
+}
+
+/// `export`.
+pub(crate) async fn export(client: &Client, a: ExportArgs) -> Outcome {
+    let encoding = match a.format {
+        Format::Asciicast => pb::Encoding::Raw,
+        Format::Text => pb::Encoding::Text,
+    };
+    let (p, records) = history(client, &a.proc, &a.span, encoding).await?;
+    let mut body = Vec::new();
+    match a.format {
+        Format::Asciicast => {
+            let (header, events) = cast(&p, &records);
+            body.extend_from_slice(format!("{header}\n").as_bytes());
+            for e in events {
+                let line = json!([(e.at * 1e6).round() / 1e6, e.kind, e.text]);
+                body.extend_from_slice(format!("{line}\n").as_bytes());
+            }
+        }
+        Format::Text => {
+            for r in &records {
+                if r.stream() == pb::Stream::Stdin {
+                    // Input on lines of its own, after a prompt it answers.
+                    if body.last().is_some_and(|&b| b != b'\n') {
+                        body.push(b'\n');
+                    }
+                    for line in String::from_utf8_lossy(&r.data).lines() {
+                        body.extend_from_slice(format!("[input] {line}\n").as_bytes());
+                    }
+                } else {
+                    body.extend_from_slice(&r.data);
+                }
+            }
+        }
+    }
+    match a.output {
+        Some(path) => {
+            std::fs::write(&path, &body).with_context(|| format!("writing {}", path.display()))?
+        }
+        None => {
+            let mut stdout = std::io::stdout().lock();
+            match stdout.write_all(&body).and_then(|()| stdout.flush()) {
+                Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+                    return Err(anyhow::Error::from(e).context("writing to stdout").into());
+                }
+                _ => {}
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `replay`: the output events at their pace (`--speed`, pauses cut to
+/// `--idle-limit`).
+pub(crate) async fn replay(client: &Client, a: ReplayArgs) -> Outcome {
+    if !(a.speed > 0.0 && a.speed.is_finite()) {
+        return Err(anyhow::anyhow!("--speed must be a positive number, not {}", a.speed).into());
+    }
+    let (p, records) = history(client, &a.proc, &a.span, pb::Encoding::Raw).await?;
+    let (_, events) = cast(&p, &records);
+    let mut last = 0.0;
+    let mut stdout = std::io::stdout();
+    for e in events.iter().filter(|e| e.kind == "o") {
+        let pause = Duration::from_secs_f64(((e.at - last) / a.speed).max(0.0)).min(a.idle_limit);
+        last = e.at;
+        // A recording plays at its own pace: this sleep is the product.
+        tokio::time::sleep(pause).await;
+        if stdout.write_all(e.text.as_bytes()).and_then(|()| stdout.flush()).is_err() {
+            return Ok(());
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_split_utf8_sequence_is_carried_to_the_next_chunk() {
+        let text = "héllo ✓ wörld";
+        let bytes = text.as_bytes();
+        for cut in 0..bytes.len() {
+            let mut c = Utf8Carry::default();
+            let joined = c.push(&bytes[..cut]) + &c.push(&bytes[cut..]);
+            assert_eq!(joined, text, "cut at {cut}");
+        }
+        let mut c = Utf8Carry::default();
+        assert_eq!(c.push(b"a\xffb"), "a\u{fffd}b", "invalid bytes are replaced, not held");
+    }
+}
