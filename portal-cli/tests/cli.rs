@@ -698,3 +698,19 @@ async fn export_writes_a_recording_asciinema_plays_and_a_transcript() {
     assert_eq!(none.lines().count(), 1, "only the header: {none}");
     d.stop().await;
 }
+
+#[tokio::test]
+async fn run_keeps_output_that_ends_with_the_input_even_as_the_program_exits() {
+    let d = TestDaemon::start().await;
+    let s = d.socket();
+    let id = id_of(&ok(&cli(
+        &s,
+        &["start", "--pty", "--", "bash", "-c", "read -p 'next> ' q; echo \"q=$q\""],
+    )
+    .await));
+    ok(&cli(&s, &["wait", &id.to_string()]).await);
+    let out = cli(&s, &["run", &id.to_string(), "--json", "--", "hello"]).await;
+    let v: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(v["output"], "q=hello\n", "{v}");
+    d.stop().await;
+}

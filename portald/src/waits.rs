@@ -823,7 +823,7 @@ fn strip_echo(output: &mut String, input: &str) {
         let echoes = |want: &str| if want.is_empty() { bare } else { line.contains(want) };
         if next < typed.len() && echoes(typed[next]) {
             next += 1;
-        } else if next == 1 && !repeated_first && line.contains(first) {
+        } else if next == 1 && !repeated_first && echoed_after_prompt(line, first) {
             repeated_first = true;
         } else if bare && spare_bare > 0 && (repeated_first || !line.trim().is_empty()) {
             // After the whole input: a continuation prompt (`... `) is echo
@@ -835,6 +835,16 @@ fn strip_echo(output: &mut String, input: &str) {
         }
         output.drain(..=nl);
     }
+}
+
+/// Whether `line` is `first` echoed again after a prompt (`>>> x`,
+/// `$ x`, `name? x`), as a program that shows its prompt after input was
+/// typed early echoes it. A line that merely ends with the input (`q=x`
+/// after `x` was typed, or `x` again from `cat`) is the program's output.
+fn echoed_after_prompt(line: &str, first: &str) -> bool {
+    let Some(prompt) = line.strip_suffix(first) else { return false };
+    prompt.trim_end().ends_with(['>', '$', '#', '%', ':', '?', ']', ')'])
+        && prompt.ends_with(|c: char| c.is_whitespace() || "$#%>".contains(c))
 }
 
 /// A line that is only a continuation prompt (`...`, `>`) or nothing: no
@@ -930,5 +940,12 @@ mod tests {
         assert_eq!(stripped(kernel_first, block), "0\n1\n2\n");
         // Output that happens to look like the input is not taken for echo.
         assert_eq!(stripped("echo hi\nhi\n", "echo hi"), "hi\n");
+        // Output that ends with the input, or repeats it, is output: a
+        // program that printed `q=hello` after `hello`, or `cat`.
+        assert_eq!(stripped("hello\nq=hello\n", "hello"), "q=hello\n");
+        assert_eq!(stripped("hello\nhello\n", "hello"), "hello\n");
+        // A shell that echoed early input after its prompt.
+        assert_eq!(stripped("ls\n$ ls\na b\n", "ls"), "a b\n");
+        assert_eq!(stripped("1\nname? 1\nok\n", "1"), "ok\n");
     }
 }
