@@ -126,7 +126,9 @@ pub(crate) enum ProcError {
     #[error("process {0} is still running; kill it before cleanup")]
     StillRunning(ProcId),
     /// A screen request for a pipe-mode process.
-    #[error("process {0} is not a PTY process; only PTY processes have a screen")]
+    #[error(
+        "process {0} runs on pipes, not a PTY: it has no screen to show or attach to; read its output (read, follow) and type with write"
+    )]
     NotPty(ProcId),
     /// Input was closed with CloseStdin.
     #[error("the input of process {0} was closed")]

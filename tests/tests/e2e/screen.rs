@@ -78,6 +78,6 @@ async fn pipe_processes_have_no_screen() {
     let p = start_pipes(&mut rpc, "cat", &[]).await;
     let err = rpc.screen(pb::ScreenRequest { proc: by_id(p.id), resize: None }).await.unwrap_err();
     assert_eq!(err.code(), tonic::Code::FailedPrecondition);
-    assert!(err.message().contains("not a PTY process"), "{}", err.message());
+    assert!(err.message().contains("runs on pipes, not a PTY"), "{}", err.message());
     d.stop().await;
 }
