@@ -32,7 +32,8 @@ const PIPE_SIZE: pb::TermSize = pb::TermSize { rows: 24, cols: 80 };
 pub(crate) enum Format {
     /// asciicast v2, for `asciinema play` (and `portal-cli replay`).
     Asciicast,
-    /// The output as text (escapes stripped), each input line marked `[input]`.
+    /// The output as text (escapes stripped), each input line marked
+    /// `[input from WHO]`.
     Text,
 }
 
@@ -207,8 +208,13 @@ pub(crate) async fn export(client: &Client, a: ExportArgs) -> Outcome {
                     if body.last().is_some_and(|&b| b != b'\n') {
                         body.push(b'\n');
                     }
+                    let who = if r.origin.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" from {}", r.origin)
+                    };
                     for line in String::from_utf8_lossy(&r.data).lines() {
-                        body.extend_from_slice(format!("[input] {line}\n").as_bytes());
+                        body.extend_from_slice(format!("[input{who}] {line}\n").as_bytes());
                     }
                 } else {
                     body.extend_from_slice(&r.data);

@@ -369,7 +369,53 @@ pub(crate) static TARGET: std::sync::OnceLock<Target> = std::sync::OnceLock::new
 pub(crate) async fn connect_target() -> Result<Client, ClientError> {
     let mut opts = LaunchOptions::from_env();
     opts.autostart = !NO_AUTOSTART.load(std::sync::atomic::Ordering::Relaxed);
-    Client::connect_to(TARGET.get().unwrap_or(&Target::Local), &opts).await
+    let client = Client::connect_to(TARGET.get().unwrap_or(&Target::Local), &opts).await?;
+    // The log records the input this command writes as typed by it; a
+    // daemon too old to ask is no reason to fail.
+    let me = pb::IdentifyRequest { client: who_am_i() };
+    if let Err(s) = client.rpc().identify(me).await {
+        note_refused_identify(&s);
+    }
+    Ok(client)
+}
+
+/// This command, for the log's record of who typed what: `portal-cli
+/// write (ada@laptop)`.
+fn who_am_i() -> String {
+    let user = std::env::var("USER")
+        .or_else(|_| std::env::var("LOGNAME"))
+        .unwrap_or_else(|_| format!("uid {}", portal_proto::paths::uid()));
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+    let command = COMMAND_NAME.get().copied().unwrap_or("portal-cli");
+    format!("portal-cli {command} ({user}@{})", host.trim())
+}
+
+/// An `Identify` the daemon refused: only worth a word when it is not
+/// a daemon that predates it.
+fn note_refused_identify(s: &tonic::Status) {
+    if s.code() != tonic::Code::Unimplemented {
+        eprintln!("note: portald did not take this client's name: {}", s.message());
+    }
+}
+
+/// The command's name, for [`who_am_i`].
+static COMMAND_NAME: std::sync::OnceLock<&'static str> = std::sync::OnceLock::new();
+
+impl Command {
+    /// The name a person typed, for the log.
+    fn name(&self) -> &'static str {
+        match self {
+            Command::Write { .. } => "write",
+            Command::Secret { .. } => "secret",
+            Command::Run(_) => "run",
+            Command::SendKeys { .. } => "send-keys",
+            Command::Attach { .. } => "attach",
+            Command::Agents(_) => "agents",
+            Command::Start(_) => "start",
+            Command::Demo => "demo",
+            _ => "command",
+        }
+    }
 }
 
 /// Which portald the command talks to: the host before a process's
@@ -416,6 +462,7 @@ fn choose_target(host: Option<&str>, command: &mut Command) -> Result<Target, Fa
 
 async fn run(mut cli: Cli) -> Outcome {
     NO_AUTOSTART.store(cli.no_autostart, std::sync::atomic::Ordering::Relaxed);
+    let _ = COMMAND_NAME.set(cli.command.name());
     // The plumbing of this machine's own daemon (what hooks and remote
     // clients run) never goes elsewhere, whatever PORTAL_HOST a login
     // environment sets.

@@ -48,6 +48,10 @@ pub(crate) struct ReadArgs {
     /// Keep printing new output until the program ends (or Ctrl-C).
     #[arg(short, long)]
     follow: bool,
+    /// With --stream stdin: begin each line with who typed it (the MCP
+    /// client, the portal-cli command, an attached terminal, an agent send).
+    #[arg(long)]
+    who: bool,
     #[command(flatten)]
     out: JsonFlag,
 }
@@ -61,6 +65,7 @@ const MAX_TAIL_BYTES: u64 = 4 << 20;
 struct Printer {
     json: bool,
     color: bool,
+    who: bool,
 }
 
 impl Printer {
@@ -72,8 +77,16 @@ impl Printer {
                 pb::Stream::Stderr => "stderr",
                 _ => "stdout",
             };
-            let v = json!({"stream": stream, "offset": r.offset, "length": r.length, "ts_ns": r.ts_ns, "data": String::from_utf8_lossy(&r.data)});
+            let mut v = json!({"stream": stream, "offset": r.offset, "length": r.length, "ts_ns": r.ts_ns, "data": String::from_utf8_lossy(&r.data)});
+            if !r.origin.is_empty() {
+                v["origin"] = json!(r.origin);
+            }
             writeln!(out, "{v}")?;
+        } else if self.who && r.stream() == pb::Stream::Stdin {
+            let who = if r.origin.is_empty() { "unknown" } else { r.origin.as_str() };
+            for line in String::from_utf8_lossy(&r.data).lines() {
+                writeln!(out, "[{who}] {line}")?;
+            }
         } else if self.color && r.stream() == pb::Stream::Stderr {
             let red = anstyle::AnsiColor::Red.on_default();
             write!(out, "{red}")?;
@@ -107,7 +120,7 @@ fn quiet_pipe(r: std::io::Result<()>) -> Result<bool, anyhow::Error> {
 /// `read`.
 pub(crate) async fn read(client: &Client, a: ReadArgs) -> Outcome {
     let mut rpc = client.rpc();
-    let printer = Printer { json: a.out.json, color: fmt::color() && !a.raw };
+    let printer = Printer { json: a.out.json, color: fmt::color() && !a.raw, who: a.who };
     let encoding = if a.raw { pb::Encoding::Raw } else { pb::Encoding::Text };
     let base = pb::ReadRequest {
         proc: proc_ref(&a.proc),

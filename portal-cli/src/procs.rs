@@ -416,11 +416,14 @@ pub(crate) async fn rm(client: &Client, proc: &str) -> Outcome {
 /// `inspect`.
 pub(crate) async fn inspect(client: &Client, proc: &str, out: JsonFlag) -> Outcome {
     let p = inspect_proc(client, proc).await?;
+    let typed = typed_by(client, p.id).await?;
     if out.json {
         let mut j = fmt::process_json(&p);
         if let (Some(h), Some(o)) = (client.host(), j.as_object_mut()) {
             o.insert("host".into(), json!(h));
         }
+        j["typed_by"] =
+            json!(typed.iter().map(|(who, n)| json!({"who": who, "bytes": n})).collect::<Vec<_>>());
         print_json(&j);
         return Ok(());
     }
@@ -438,6 +441,11 @@ pub(crate) async fn inspect(client: &Client, proc: &str, out: JsonFlag) -> Outco
     }
     println!("  command  {}", fmt::command_line(&p, usize::MAX));
     println!("  cwd      {}", p.cwd);
+    if !typed.is_empty() {
+        let who: Vec<String> =
+            typed.iter().map(|(w, n)| format!("{w} ({})", fmt::short_bytes(*n))).collect();
+        println!("  typed by {}", who.join(", "));
+    }
     for (k, v) in &p.env {
         println!("  env      {k}={v}");
     }
@@ -460,6 +468,33 @@ pub(crate) async fn inspect(client: &Client, proc: &str, out: JsonFlag) -> Outco
     }
     Ok(())
 }
+
+/// How much input the newest stretch of the log holds from whom (at most
+/// [`TYPED_BY_BYTES`] of it), most first.
+async fn typed_by(client: &Client, id: u64) -> Result<Vec<(String, u64)>, Failure> {
+    let req = pb::ReadRequest {
+        proc: Some(pb::ProcRef { target: Some(pb::proc_ref::Target::Id(id)) }),
+        streams: vec![pb::Stream::Stdin.into()],
+        from: Some(pb::read_request::From::Tail(true)),
+        max_bytes: TYPED_BY_BYTES,
+        encoding: pb::Encoding::Raw.into(),
+        ..Default::default()
+    };
+    let resp = client.rpc().read(req).await?.into_inner();
+    let mut tally: Vec<(String, u64)> = Vec::new();
+    for r in &resp.records {
+        let who = if r.origin.is_empty() { "unknown".to_owned() } else { r.origin.clone() };
+        match tally.iter_mut().find(|(w, _)| *w == who) {
+            Some((_, n)) => *n += r.length,
+            None => tally.push((who, r.length)),
+        }
+    }
+    tally.sort_by_key(|t| std::cmp::Reverse(t.1));
+    Ok(tally)
+}
+
+/// How much of the newest input `inspect` looks at for who typed it.
+const TYPED_BY_BYTES: u64 = 1 << 20;
 
 /// `programs query`.
 pub(crate) async fn program_query(client: &Client, program: String, out: JsonFlag) -> Outcome {

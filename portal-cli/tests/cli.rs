@@ -234,6 +234,40 @@ async fn attach_types_into_the_program_and_detaches_leaving_it_running() {
         "typed through attach\r\ntyped through attach",
     )
     .await;
+    // Who typed what: the test's own call (it did not say who it is: its
+    // program and pid), the attached terminal, a portal-cli command.
+    ok(&cli(&s, &["write", &target.id.to_string(), "via cli", "--enter"]).await);
+    wait_for_text(&mut rpc, target.id, pb::Stream::Stdout, "via cli\r\nvia cli\r\n").await;
+    let req = pb::ReadRequest {
+        proc: by_id(target.id),
+        streams: vec![pb::Stream::Stdin.into()],
+        encoding: pb::Encoding::Raw.into(),
+        keep: pb::Keep::Head.into(),
+        ..Default::default()
+    };
+    let typed = rpc.read(req).await.unwrap().into_inner().records;
+    let by = |text: &str| -> String {
+        typed
+            .iter()
+            .find(|r| String::from_utf8_lossy(&r.data).contains(text))
+            .unwrap_or_else(|| panic!("no input {text:?} in {typed:?}"))
+            .origin
+            .clone()
+    };
+    assert!(by("earlier").ends_with(&format!("(pid {})", std::process::id())), "{}", by("earlier"));
+    assert!(
+        by("typed through attach").starts_with("portal-cli attach ("),
+        "{}",
+        by("typed through attach")
+    );
+    assert!(by("via cli").starts_with("portal-cli write ("), "{}", by("via cli"));
+    let who = ok(&cli(&s, &["read", &target.id.to_string(), "--stream", "stdin", "--who"]).await);
+    assert!(
+        who.lines().any(|l| l.starts_with("[portal-cli write (") && l.ends_with("] via cli")),
+        "{who}"
+    );
+    let inspect = ok(&cli(&s, &["inspect", &target.id.to_string()]).await);
+    assert!(inspect.contains("typed by ") && inspect.contains("portal-cli attach ("), "{inspect}");
     write(&mut rpc, viewer.id, b"\x1d").await;
     let end = wait_exit(&mut rpc, viewer.id).await;
     assert_eq!(end.exit_code, Some(0), "attach did not exit cleanly");
@@ -691,7 +725,11 @@ async fn export_writes_a_recording_asciinema_plays_and_a_transcript() {
     }
 
     let transcript = ok(&cli(&s, &["export", &id.to_string(), "--format", "text"]).await);
-    assert!(transcript.contains("\n[input] print('h\u{e9}llo"), "{transcript}");
+    assert!(
+        transcript.contains("\n[input from portal-cli run (")
+            && transcript.contains(")] print('h\u{e9}llo"),
+        "who typed it: {transcript}"
+    );
     assert!(transcript.contains("h\u{e9}llo \u{2713} h\u{e9}llo"), "{transcript}");
     // A span that ends before the program started holds nothing.
     let none = ok(&cli(&s, &["export", &id.to_string(), "--since", "1h", "--until", "30m"]).await);

@@ -80,6 +80,9 @@ async fn programs_on_a_remote_host_are_started_driven_read_and_killed_over_ssh()
     assert!(!ok(&cli(&s, &h, &["ps"]).await).contains("echoer"));
     let ran = ok(&cli(&s, &h, &["run", "box:echoer", "--", "hello"]).await);
     assert!(ran.contains("got-hello"), "{ran}");
+    // Recorded there as typed by this command, through ssh.
+    let who = ok(&cli(&s, &h, &["read", "box:echoer", "--stream", "stdin", "--who"]).await);
+    assert!(who.starts_with("[portal-cli run (") && who.contains("] hello"), "{who}");
     // A second connection (every command is one) sees the same programs,
     // and a cursor from one read continues exactly in the next.
     let first = ok(&cli(&s, &h, &["--host", "box", "read", &echoer, "--json"]).await);

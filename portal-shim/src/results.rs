@@ -183,6 +183,19 @@ pub(crate) struct Output {
     /// Bytes inside this range that were never stored (a full disk); a
     /// marker line in `output` stands where they were.
     pub(crate) lost_bytes: u64,
+    /// Input only: who typed it, from which stdin offset on.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub(crate) typed_by: Vec<TypedBy>,
+}
+
+/// Who typed the input from `offset` on (an MCP client through a shim, a
+/// portal-cli command, an attached terminal, an agent send).
+#[derive(Debug, Serialize, JsonSchema)]
+pub(crate) struct TypedBy {
+    /// Offset in the stdin stream.
+    pub(crate) offset: u64,
+    /// Who.
+    pub(crate) who: String,
 }
 
 /// `process_write` result.
@@ -497,7 +510,19 @@ pub(crate) fn output(id: u64, resp: &pb::ReadResponse) -> Output {
         omitted_cursor: (resp.omitted_bytes > 0).then(|| cursor_string(resp.omitted_from.as_ref())),
         history_cleared: resp.history_trimmed,
         lost_bytes: resp.lost.iter().map(|l| l.length).sum(),
+        typed_by: typed_by(&resp.records),
     }
+}
+
+/// Who typed the input records, one entry where the typist changes.
+fn typed_by(records: &[pb::Record]) -> Vec<TypedBy> {
+    let mut out: Vec<TypedBy> = Vec::new();
+    for r in records.iter().filter(|r| r.stream() == pb::Stream::Stdin && !r.origin.is_empty()) {
+        if out.last().is_none_or(|t| t.who != r.origin) {
+            out.push(TypedBy { offset: r.offset, who: r.origin.clone() });
+        }
+    }
+    out
 }
 
 /// The text of a read result: the output, then what to do about anything

@@ -233,6 +233,12 @@ async fn python_repl_on_a_pty_answers() {
     assert_eq!(s["cursor"], json!("stdout:24"));
     let (text, _) = shim.ok("process_read_new", json!({"id": id})).await;
     assert!(text.starts_with("No new output."), "{text}");
+    // What the agent typed is recorded as its client's, through this shim.
+    let (_, s) =
+        shim.ok("process_read", json!({"id": id, "source": "stdin", "duration": 60000})).await;
+    let who = s["typed_by"][0]["who"].as_str().unwrap_or_default().to_owned();
+    let shim_pid = shim.child.id().unwrap();
+    assert!(who.ends_with(&format!("via portal-shim (pid {shim_pid})")), "{s}");
     d.stop().await;
 }
 

@@ -73,6 +73,9 @@ pub(crate) struct Chunk {
     pub(crate) mono_ns: i64,
     /// The bytes.
     pub(crate) data: Bytes,
+    /// Who typed it, for input (the client that wrote it); `None` for
+    /// output.
+    pub(crate) origin: Option<std::sync::Arc<str>>,
 }
 
 impl Chunk {

@@ -67,6 +67,8 @@ pub(crate) struct OutRecord {
     pub(crate) ts_ns: i64,
     /// Raw bytes, or UTF-8 text.
     pub(crate) data: Bytes,
+    /// Who typed it (input only).
+    pub(crate) origin: Option<std::sync::Arc<str>>,
 }
 
 /// A read's outcome.
@@ -354,6 +356,7 @@ fn mark_holes(records: &mut Vec<OutRecord>, lost: &[(StreamId, u64, u64)]) {
             data: Bytes::from(format!(
                 "[{length} bytes of output lost here: they could not be stored]\n"
             )),
+            origin: None,
         };
         let at = records
             .iter()
@@ -391,6 +394,7 @@ fn raw_records(pieces: Vec<Piece>) -> Vec<OutRecord> {
             length: p.data.len() as u64,
             ts_ns: p.ts_ns,
             data: p.data,
+            origin: p.origin,
         })
         .collect()
 }
@@ -408,8 +412,11 @@ fn render_text(pieces: &[Piece], keep: Keep) -> Vec<OutRecord> {
         let mut length = 0u64;
         // A run ends where the stream is not contiguous (output that was
         // never stored), so the hole's marker can stand between runs.
+        // It ends too where another client's input begins: each record
+        // says who typed it.
         while j < pieces.len()
             && pieces[j].stream == stream
+            && pieces[j].origin == pieces[i].origin
             && (j == i || pieces[j].offset == pieces[j - 1].end())
         {
             let mut data = &pieces[j].data[..];
@@ -436,6 +443,7 @@ fn render_text(pieces: &[Piece], keep: Keep) -> Vec<OutRecord> {
                 length,
                 ts_ns: pieces[i].ts_ns,
                 data: Bytes::from(text),
+                origin: pieces[i].origin.clone(),
             });
         }
         i = j;
@@ -605,6 +613,7 @@ async fn follow_task(
                     length: data.len() as u64,
                     ts_ns: c.ts_ns,
                     data,
+                    origin: c.origin.clone(),
                 };
                 pos[i] = c.end();
                 if !send(FollowItem::Output(rec)).await {
@@ -713,6 +722,7 @@ async fn catch_up(
                 length: p.data.len() as u64,
                 ts_ns: p.ts_ns,
                 data: p.data,
+                origin: p.origin,
             };
             if tx.send(Ok(FollowItem::Output(rec))).await.is_err() {
                 return Ok(false);
@@ -726,7 +736,7 @@ mod tests {
     use super::*;
 
     fn piece(seq: i64, stream: StreamId, offset: u64, data: &'static [u8]) -> Piece {
-        Piece { seq, stream, offset, ts_ns: 0, data: Bytes::from_static(data) }
+        Piece { seq, stream, offset, ts_ns: 0, data: Bytes::from_static(data), origin: None }
     }
 
     #[test]

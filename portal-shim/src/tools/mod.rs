@@ -495,6 +495,15 @@ impl ServerHandler for Shim {
     ) -> Result<CallToolResponse, McpError> {
         let name = request.name.to_string();
         let args = request.arguments.unwrap_or_default();
+        if let Some(info) = context.peer.peer_info() {
+            let c = &info.client_info;
+            let _ = crate::link::CLIENT.set(format!(
+                "{} {} via portal-shim (pid {})",
+                c.name,
+                c.version,
+                std::process::id()
+            ));
+        }
         let progress = context.meta.get_progress_token().map(|t| (context.peer.clone(), t));
         // A cancelled call stops waiting; dropping the daemon call never
         // touches the process.

@@ -243,6 +243,7 @@ pub(crate) async fn wait(
 pub(crate) async fn send(
     d: &Arc<Daemon>,
     req: pb::AgentSendRequest,
+    origin: Option<crate::proc::Origin>,
 ) -> Result<pb::AgentSendResponse, Status> {
     let ids = check_ids(d, &req.ids)?;
     if req.text.contains('\0') {
@@ -259,7 +260,12 @@ pub(crate) async fn send(
     // Run in a tracked task: a client going away mid-send must not leave a
     // reserved key behind.
     let this = Arc::clone(d);
-    let task = d.tracker.spawn(async move {
+    // Recorded as the client's agent send, with its key.
+    let origin = origin.map(|o| match &spec.key {
+        Some(k) => crate::proc::Origin::from(format!("{o} agent send (key {k})")),
+        None => crate::proc::Origin::from(format!("{o} agent send")),
+    });
+    let task = d.tracker.spawn(crate::proc::INPUT_ORIGIN.scope(origin, async move {
         let sends = ids.iter().map(|id| {
             let this = Arc::clone(&this);
             let spec = spec.clone();
@@ -288,7 +294,7 @@ pub(crate) async fn send(
                 dialog: r.dialog.unwrap_or_default(),
             })
             .collect::<Vec<_>>()
-    });
+    }));
     let results = task.await.map_err(|e| DaemonError::task("sending to agents", &e))?;
     Ok(pb::AgentSendResponse { results })
 }

@@ -26,6 +26,7 @@ fn output(data: Vec<u8>) -> pb::AttachEvent {
 pub(crate) async fn attach(
     daemon: Arc<Daemon>,
     mut inbound: Streaming<pb::AttachRequest>,
+    origin: Option<crate::proc::Origin>,
 ) -> Result<AttachStream, Status> {
     let first = inbound.message().await?.and_then(|m| m.msg);
     let Some(pb::attach_request::Msg::Start(start)) = first else {
@@ -59,7 +60,8 @@ pub(crate) async fn attach(
     // Keystrokes and resizes until the client detaches (ends its stream).
     let input = handle.clone();
     let shutdown = daemon.shutdown.clone();
-    daemon.tracker.spawn(async move {
+    // The keystrokes are the attached client's input.
+    daemon.tracker.spawn(crate::proc::INPUT_ORIGIN.scope(origin, async move {
         // Ends with the daemon too: a client still sending must not hold the
         // drain (and a live upgrade's pause) open.
         while let Some(Ok(Some(msg))) = tokio::select! {
@@ -85,7 +87,7 @@ pub(crate) async fn attach(
                 tracing::debug!(proc = %input.id(), error = %e, "attached input not delivered");
             }
         }
-    });
+    }));
     let first = futures::stream::once(async move { Ok(output(redraw)) });
     let live = tokio_stream::wrappers::ReceiverStream::new(rx).filter_map(move |item| {
         let handle = handle.clone();

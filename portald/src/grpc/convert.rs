@@ -571,6 +571,7 @@ pub(crate) fn record_pb(r: OutRecord) -> pb::Record {
         length: r.length,
         ts_ns: r.ts_ns,
         data: r.data,
+        origin: r.origin.as_deref().unwrap_or_default().to_owned(),
     }
 }
 

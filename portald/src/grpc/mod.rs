@@ -7,6 +7,7 @@
 pub(crate) mod agents;
 pub(crate) mod attach;
 pub(crate) mod auth;
+pub(crate) mod clients;
 pub(crate) mod convert;
 pub(crate) mod decode;
 pub(crate) mod status;
@@ -22,7 +23,7 @@ use tonic::{Request, Response, Status};
 
 use crate::daemon::Daemon;
 use crate::error::DaemonError;
-use crate::proc::signal;
+use crate::proc::{INPUT_ORIGIN, signal};
 use crate::reads::{self, FollowItem};
 use crate::waits;
 
@@ -30,12 +31,35 @@ use crate::waits;
 #[derive(Clone)]
 pub(crate) struct PortalService {
     daemon: Arc<Daemon>,
+    /// Who each client is, for the input it writes.
+    clients: Arc<clients::Clients>,
 }
 
 impl PortalService {
     /// Wraps the daemon.
     pub(crate) fn new(daemon: Arc<Daemon>) -> Self {
-        Self { daemon }
+        Self { daemon, clients: Arc::default() }
+    }
+
+    /// `Write`, inside the caller's [`INPUT_ORIGIN`].
+    async fn write_as(&self, req: pb::WriteRequest) -> Reply<pb::WriteResponse> {
+        let handle = self.daemon.get(&convert::target(req.proc.as_ref())?)?;
+        if req.data.len() > portal_proto::MAX_WRITE_BYTES {
+            return Err(convert::InvalidRequest {
+                field: "data".into(),
+                reason: format!(
+                    "is {} bytes; split writes above {} bytes",
+                    req.data.len(),
+                    portal_proto::MAX_WRITE_BYTES
+                ),
+            }
+            .into());
+        }
+        let written = req.data.len() as u64;
+        let data: Bytes = req.data;
+        let stdin_offset =
+            if req.secret { handle.write_secret(data).await? } else { handle.write(data).await? };
+        ok(pb::WriteResponse { written, stdin_offset })
     }
 }
 
@@ -116,25 +140,14 @@ impl Portal for PortalService {
         ok(convert::read_pb(result))
     }
 
+    async fn identify(&self, req: Request<pb::IdentifyRequest>) -> Reply<pb::IdentifyResponse> {
+        self.clients.identify(&req)?;
+        ok(pb::IdentifyResponse {})
+    }
+
     async fn write(&self, req: Request<pb::WriteRequest>) -> Reply<pb::WriteResponse> {
-        let req = req.into_inner();
-        let handle = self.daemon.get(&convert::target(req.proc.as_ref())?)?;
-        if req.data.len() > portal_proto::MAX_WRITE_BYTES {
-            return Err(convert::InvalidRequest {
-                field: "data".into(),
-                reason: format!(
-                    "is {} bytes; split writes above {} bytes",
-                    req.data.len(),
-                    portal_proto::MAX_WRITE_BYTES
-                ),
-            }
-            .into());
-        }
-        let written = req.data.len() as u64;
-        let data: Bytes = req.data;
-        let stdin_offset =
-            if req.secret { handle.write_secret(data).await? } else { handle.write(data).await? };
-        ok(pb::WriteResponse { written, stdin_offset })
+        let origin = self.clients.origin(&req);
+        INPUT_ORIGIN.scope(origin, self.write_as(req.into_inner())).await
     }
 
     async fn close_stdin(
@@ -230,6 +243,7 @@ impl Portal for PortalService {
                         length,
                         ts_ns: 0,
                         data: Bytes::new(),
+                        origin: String::new(),
                     })
                 }
                 FollowItem::Ended => {
@@ -249,7 +263,8 @@ impl Portal for PortalService {
         &self,
         req: Request<tonic::Streaming<pb::AttachRequest>>,
     ) -> Reply<Self::AttachStream> {
-        ok(attach::attach(Arc::clone(&self.daemon), req.into_inner()).await?)
+        let origin = self.clients.origin(&req);
+        ok(attach::attach(Arc::clone(&self.daemon), req.into_inner(), origin).await?)
     }
 
     async fn wait(&self, req: Request<pb::WaitRequest>) -> Reply<pb::WaitResponse> {
@@ -268,21 +283,25 @@ impl Portal for PortalService {
     }
 
     async fn run(&self, req: Request<pb::RunRequest>) -> Reply<pb::WaitResponse> {
+        let origin = self.clients.origin(&req);
         let req = req.into_inner();
         let target = convert::target(req.proc.as_ref())?;
         let d = &self.daemon;
         let spec = convert::wait_spec(&[], None, req.until.as_ref(), d.config.wait_ceiling)?;
         let handle = d.get(&target)?;
         let cx = waits::WaitContext { store: &d.store, cancel: &d.shutdown, tracker: &d.tracker };
-        ok(convert::wait_pb(waits::run(&handle, &cx, spec, &req.input, !req.no_enter).await?))
+        let run = waits::run(&handle, &cx, spec, &req.input, !req.no_enter);
+        ok(convert::wait_pb(INPUT_ORIGIN.scope(origin, run).await?))
     }
 
     async fn send_keys(&self, req: Request<pb::SendKeysRequest>) -> Reply<pb::SendKeysResponse> {
+        let origin = self.clients.origin(&req);
         let req = req.into_inner();
         let target = convert::target(req.proc.as_ref())?;
         let items = convert::key_items(&req.keys)?;
         let handle = self.daemon.get(&target)?;
-        ok(pb::SendKeysResponse { written: waits::send_keys(&handle, &items).await? })
+        let sent = INPUT_ORIGIN.scope(origin, waits::send_keys(&handle, &items)).await;
+        ok(pb::SendKeysResponse { written: sent? })
     }
 
     async fn agent_list(&self, req: Request<pb::AgentListRequest>) -> Reply<pb::AgentListResponse> {
@@ -301,7 +320,8 @@ impl Portal for PortalService {
     }
 
     async fn agent_send(&self, req: Request<pb::AgentSendRequest>) -> Reply<pb::AgentSendResponse> {
-        ok(agents::send(&self.daemon, req.into_inner()).await?)
+        let origin = self.clients.origin(&req);
+        ok(agents::send(&self.daemon, req.into_inner(), origin).await?)
     }
 
     async fn emit(&self, req: Request<pb::EmitRequest>) -> Reply<pb::EmitResponse> {

@@ -41,7 +41,7 @@ use super::input::{self, Facts, InputReport, InputSource, InputState};
 use super::probe::{self, InputTarget, Scope};
 use super::spawn::{InputWriter, OutputEvent, Primary, Spawned};
 use super::{
-    Attachment, Chunk, EndReason, LiveEvent, ProcError, ProcFacts, ProcHandle, ProcRequest,
+    Attachment, Chunk, EndReason, LiveEvent, Origin, ProcError, ProcFacts, ProcHandle, ProcRequest,
     ProcStatus, Published, RowStatus, Shared, Stdio, StreamId, TermSize,
 };
 use crate::agents::{AgentEvent, Agents, signals as agent_signals};
@@ -497,11 +497,11 @@ impl ProcActor {
                 self.on_term_signal(signal);
             }
         }
-        self.record(stream, data).await;
+        self.record(stream, data, None).await;
     }
 
     /// Stores a chunk, publishes its end offset and tells subscribers.
-    async fn record(&mut self, stream: StreamId, data: Bytes) -> u64 {
+    async fn record(&mut self, stream: StreamId, data: Bytes, origin: Option<Origin>) -> u64 {
         let i = stream.index();
         let offset = self.shared.end[i].load(Ordering::Acquire);
         let len = data.len() as u64;
@@ -512,6 +512,7 @@ impl ProcActor {
             ts_ns: sys::wall_ns(),
             mono_ns: sys::monotonic_ns(),
             data,
+            origin,
         };
         if let Err(e) = self.store.append(chunk.clone()).await
             && !self.warned_store
@@ -882,18 +883,21 @@ impl ProcActor {
 
     async fn on_request(&mut self, req: ProcRequest) {
         match req {
-            ProcRequest::Write { data, secret, reply } => {
-                let res =
-                    if secret { self.write_redacted(data).await } else { self.write(data).await };
+            ProcRequest::Write { data, secret, origin, reply } => {
+                let res = if secret {
+                    self.write_redacted(data, origin).await
+                } else {
+                    self.write(data, origin).await
+                };
                 let _ = reply.send(res);
             }
-            ProcRequest::WriteParts { parts, gap, reply } => {
+            ProcRequest::WriteParts { parts, gap, origin, reply } => {
                 let mut res = Ok(());
                 for (i, part) in parts.into_iter().enumerate() {
                     if i > 0 {
                         self.input.gap(gap);
                     }
-                    if let Err(e) = self.write(part).await {
+                    if let Err(e) = self.write(part, origin.clone()).await {
                         res = Err(e);
                         break;
                     }
@@ -963,25 +967,34 @@ impl ProcActor {
         secret
     }
 
-    async fn write(&mut self, data: Bytes) -> Result<u64, ProcError> {
+    async fn write(&mut self, data: Bytes, origin: Option<Origin>) -> Result<u64, ProcError> {
         assert!(
             !(self.fault_injection && data.as_ref() == crate::config::FAULT_PANIC_TRIGGER),
             "fault injection: process {} handler panics",
             self.id()
         );
         if self.check_secret_prompt() {
-            return self.write_redacted(data).await;
+            return self.write_redacted(data, origin).await;
         }
-        self.write_logged(data, false).await
+        self.write_logged(data, false, origin).await
     }
 
     /// Writes input whose log record keeps only its length (`*` per byte, so
     /// offsets stay contiguous).
-    async fn write_redacted(&mut self, data: Bytes) -> Result<u64, ProcError> {
-        self.write_logged(data, true).await
+    async fn write_redacted(
+        &mut self,
+        data: Bytes,
+        origin: Option<Origin>,
+    ) -> Result<u64, ProcError> {
+        self.write_logged(data, true, origin).await
     }
 
-    async fn write_logged(&mut self, data: Bytes, redact: bool) -> Result<u64, ProcError> {
+    async fn write_logged(
+        &mut self,
+        data: Bytes,
+        redact: bool,
+        origin: Option<Origin>,
+    ) -> Result<u64, ProcError> {
         if self.exit.is_some() {
             return Err(self.not_running());
         }
@@ -1012,7 +1025,7 @@ impl ProcActor {
         let mut rest = if redact { Bytes::from(vec![b'*'; data.len()]) } else { data };
         while !rest.is_empty() {
             let piece = rest.split_to(rest.len().min(MAX_RECORD_BYTES));
-            self.record(StreamId::Stdin, piece).await;
+            self.record(StreamId::Stdin, piece, origin.clone()).await;
         }
         Ok(offset)
     }
@@ -1030,7 +1043,7 @@ impl ProcActor {
         if matches!(self.facts.spec.stdio, Stdio::Pty(_)) {
             let eof = Bytes::from_static(b"\x04");
             if self.input.send(eof.clone()) {
-                self.record(StreamId::Stdin, eof).await;
+                self.record(StreamId::Stdin, eof, None).await;
             }
         }
         self.input.close();

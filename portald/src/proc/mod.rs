@@ -385,6 +385,20 @@ pub(crate) struct Published {
     pub(crate) handing_over: bool,
 }
 
+tokio::task_local! {
+    /// Who the input written in the current call comes from (the gRPC
+    /// layer sets it from the calling client), recorded with it in the log.
+    pub(crate) static INPUT_ORIGIN: Option<Origin>;
+}
+
+/// Who typed a piece of input, for people (`portal-cli write (user ada)`).
+pub(crate) type Origin = std::sync::Arc<str>;
+
+/// [`INPUT_ORIGIN`] of the current call, if any.
+fn input_origin() -> Option<Origin> {
+    INPUT_ORIGIN.try_with(Clone::clone).ok().flatten()
+}
+
 /// Messages to a process's actor.
 #[derive(Debug)]
 pub(crate) enum ProcRequest {
@@ -394,6 +408,8 @@ pub(crate) enum ProcRequest {
         data: Bytes,
         /// Typed by a person as a secret: log only its length.
         secret: bool,
+        /// Who typed it.
+        origin: Option<Origin>,
         /// Offset of the bytes in the stdin stream.
         reply: oneshot::Sender<Result<u64, ProcError>>,
     },
@@ -404,6 +420,8 @@ pub(crate) enum ProcRequest {
         parts: Vec<Bytes>,
         /// Pause between parts.
         gap: Duration,
+        /// Who sent them.
+        origin: Option<Origin>,
         /// Done.
         reply: oneshot::Sender<Result<(), ProcError>>,
     },
@@ -571,12 +589,14 @@ impl ProcHandle {
 
     /// Writes input; returns its offset in the stdin stream.
     pub(crate) async fn write(&self, data: Bytes) -> Result<u64, ProcError> {
-        self.ask(|reply| ProcRequest::Write { data, secret: false, reply }).await?
+        let origin = input_origin();
+        self.ask(|reply| ProcRequest::Write { data, secret: false, origin, reply }).await?
     }
 
     /// Writes a secret a person typed: the log keeps only its length.
     pub(crate) async fn write_secret(&self, data: Bytes) -> Result<u64, ProcError> {
-        self.ask(|reply| ProcRequest::Write { data, secret: true, reply }).await?
+        let origin = input_origin();
+        self.ask(|reply| ProcRequest::Write { data, secret: true, origin, reply }).await?
     }
 
     /// Writes parts in order with `gap` between them, atomically with
@@ -586,7 +606,8 @@ impl ProcHandle {
         parts: Vec<Bytes>,
         gap: Duration,
     ) -> Result<(), ProcError> {
-        self.ask(|reply| ProcRequest::WriteParts { parts, gap, reply }).await?
+        let origin = input_origin();
+        self.ask(|reply| ProcRequest::WriteParts { parts, gap, origin, reply }).await?
     }
 
     /// Whether the program waits for a secret right now (a line read with

@@ -561,6 +561,7 @@ mod tests {
             ts_ns: mono,
             mono_ns: mono,
             data: Bytes::from_static(data),
+            origin: None,
         }
     }
 

@@ -188,6 +188,8 @@ pub(crate) struct Piece {
     pub(crate) ts_ns: i64,
     /// The bytes.
     pub(crate) data: Bytes,
+    /// Who typed it (input only).
+    pub(crate) origin: Option<std::sync::Arc<str>>,
 }
 
 impl Piece {
@@ -222,13 +224,13 @@ pub(crate) fn read_range(
     }
     let sql = match keep {
         Keep::Head => {
-            "SELECT id, off, ts_ns, data FROM chunks
+            "SELECT id, off, ts_ns, data, origin FROM chunks
              WHERE proc_id = ?1 AND stream = ?2 AND off < ?4
                AND off >= coalesce((SELECT max(off) FROM chunks WHERE proc_id = ?1 AND stream = ?2 AND off <= ?3), 0)
              ORDER BY off"
         }
         Keep::Tail => {
-            "SELECT id, off, ts_ns, data FROM chunks
+            "SELECT id, off, ts_ns, data, origin FROM chunks
              WHERE proc_id = ?1 AND stream = ?2 AND off < ?4
                AND off >= coalesce((SELECT max(off) FROM chunks WHERE proc_id = ?1 AND stream = ?2 AND off <= ?3), 0)
              ORDER BY off DESC"
@@ -257,7 +259,15 @@ pub(crate) fn read_range(
         let slice =
             &blob[usize::try_from(lo - off).unwrap_or(0)..usize::try_from(hi - off).unwrap_or(0)];
         total += hi - lo;
-        out.push(Piece { seq, stream, offset: lo, ts_ns, data: Bytes::copy_from_slice(slice) });
+        let origin = row.get::<_, Option<String>>(4)?.map(std::sync::Arc::from);
+        out.push(Piece {
+            seq,
+            stream,
+            offset: lo,
+            ts_ns,
+            data: Bytes::copy_from_slice(slice),
+            origin,
+        });
         if total >= max_bytes {
             break;
         }

@@ -228,6 +228,7 @@ mod tests {
             ts_ns: 0,
             mono_ns: 0,
             data: bytes::Bytes::from(vec![b'x'; len]),
+            origin: None,
         }
     }
 

@@ -74,6 +74,10 @@ const MIGRATIONS: &[&str] = &[
         reason  TEXT
     );
     ",
+    // 3: who typed each piece of input (NULL for output and older input).
+    r"
+    ALTER TABLE chunks ADD COLUMN origin TEXT;
+    ",
 ];
 
 /// Sets the connection pragmas every connection needs.

@@ -221,6 +221,8 @@ impl Run {
     fn continues(&self, next: &Chunk) -> bool {
         next.proc == self.first.proc
             && next.stream == self.first.stream
+            // Input typed by two clients stays two rows, each with its own.
+            && next.origin == self.first.origin
             && next.mono_ns - self.first.mono_ns <= MERGE_WINDOW_NS
             && next.offset == self.first.offset + self.total() as u64
             && self.total() + next.data.len() <= MAX_RECORD_BYTES
@@ -662,7 +664,7 @@ fn apply(tx: &Transaction<'_>, msg: &Msg) -> Result<Outcome, StoreError> {
     match msg {
         Msg::Chunk { chunk, .. } => {
             let mut stmt = tx.prepare_cached(
-                "INSERT INTO chunks (proc_id, stream, off, ts_ns, mono_ns, data) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                "INSERT INTO chunks (proc_id, stream, off, ts_ns, mono_ns, data, origin) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
             )?;
             stmt.execute(params![
                 to_i64(chunk.proc.0),
@@ -670,7 +672,8 @@ fn apply(tx: &Transaction<'_>, msg: &Msg) -> Result<Outcome, StoreError> {
                 to_i64(chunk.offset),
                 chunk.ts_ns,
                 chunk.mono_ns,
-                &chunk.data[..]
+                &chunk.data[..],
+                chunk.origin.as_deref()
             ])?;
         }
         Msg::CreateProc { row, .. } => {

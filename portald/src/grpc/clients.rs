@@ -1,0 +1,87 @@
+//! Who each client is, so that the log records who typed each piece of
+//! input. A client says who it is with `Identify` ("claude-code 2.1.0 via
+//! portal-shim (pid 812)", "portal-cli write (user ada)"); one that does not
+//! is named by its program and pid. Clients are told apart by the process
+//! on the other end of their connection (its pid and start time, so a
+//! reused pid is a new client); for a remote client that is its
+//! `portal-cli dial-stdio`, through which it identified itself.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use portal_proto::transport::Peer;
+use tonic::{Request, Status};
+
+use crate::proc::Origin;
+
+/// Longest description a client may give.
+const MAX_CLIENT_CHARS: usize = 200;
+
+/// How many clients are remembered before those whose process has ended
+/// are forgotten: far more than run at once.
+const MAX_CLIENTS: usize = 1024;
+
+/// A client process: its pid and the time it started (clock ticks after
+/// boot), since pids are reused.
+type ClientKey = (u32, u64);
+
+/// The clients that said who they are.
+#[derive(Default)]
+pub(crate) struct Clients {
+    known: Mutex<HashMap<ClientKey, Origin>>,
+}
+
+/// The client process on the other end of `req`'s connection.
+fn key_of<T>(req: &Request<T>) -> Option<ClientKey> {
+    let pid = req.extensions().get::<Peer>()?.pid?;
+    Some((pid, start_ticks(pid)?))
+}
+
+/// Field 22 of `/proc/<pid>/stat`: when the process started.
+fn start_ticks(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) may hold spaces; fields after it do not.
+    stat.rsplit_once(')')?.1.split_whitespace().nth(19)?.parse().ok()
+}
+
+impl Clients {
+    /// Records who the client on `req`'s connection is.
+    ///
+    /// # Errors
+    /// INVALID_ARGUMENT for a description that is empty, too long or holds
+    /// control characters.
+    pub(crate) fn identify(
+        &self,
+        req: &Request<portal_proto::v1::IdentifyRequest>,
+    ) -> Result<(), Status> {
+        let client = req.get_ref().client.trim();
+        if client.is_empty()
+            || client.chars().count() > MAX_CLIENT_CHARS
+            || client.chars().any(char::is_control)
+        {
+            return Err(Status::invalid_argument(format!(
+                "invalid client: give 1 to {MAX_CLIENT_CHARS} characters without control characters"
+            )));
+        }
+        let Some(key) = key_of(req) else { return Ok(()) };
+        let mut known = self.known.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if known.len() >= MAX_CLIENTS {
+            known.retain(|(pid, start), _| start_ticks(*pid) == Some(*start));
+        }
+        known.insert(key, Origin::from(client));
+        Ok(())
+    }
+
+    /// Who the client on `req`'s connection is: what it said, else its
+    /// program and pid; `None` when the kernel does not say.
+    pub(crate) fn origin<T>(&self, req: &Request<T>) -> Option<Origin> {
+        let key = key_of(req)?;
+        let known = self.known.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(o) = known.get(&key) {
+            return Some(o.clone());
+        }
+        drop(known);
+        let comm = std::fs::read_to_string(format!("/proc/{}/comm", key.0)).unwrap_or_default();
+        Some(Origin::from(format!("{} (pid {})", comm.trim(), key.0)))
+    }
+}
