@@ -91,8 +91,9 @@ async fn history(
     let ago = |d: Duration| now.saturating_sub(i64::try_from(d.as_nanos()).unwrap_or(i64::MAX));
     let (from, to) = (span.since.map(ago), span.until.map(ago));
     let mut records = Vec::new();
-    let mut cursor = None;
+    let mut cursor: Option<pb::Cursor> = None;
     loop {
+        let cursor_was = cursor.clone();
         let req = pb::ReadRequest {
             proc: Some(pb::ProcRef { target: Some(pb::proc_ref::Target::Id(p.id)) }),
             streams: vec![
@@ -106,7 +107,9 @@ async fn history(
             keep: pb::Keep::Head.into(),
         };
         let resp = rpc.read(req).await?.into_inner();
-        let done = resp.records.is_empty() || resp.next == resp.end;
+        // A text page may render to nothing (a stretch of redraws): only
+        // the end of history, or a cursor that no longer moves, ends it.
+        let done = resp.next == resp.end || resp.next.is_none() || resp.next == cursor_was;
         records.extend(
             resp.records
                 .into_iter()
@@ -167,20 +170,38 @@ fn cast(p: &pb::Process, records: &[pb::Record]) -> (serde_json::Value, Vec<Even
         "timestamp": start / 1_000_000_000,
         "title": fmt::command_line(p, 200),
     });
-    let (mut out, mut input) = (Utf8Carry::default(), Utf8Carry::default());
-    let events = records
+    // One carry per stream: a character split in stdout must not be
+    // joined with stderr's bytes.
+    let mut carries: [Utf8Carry; 3] = Default::default();
+    // A terminal turns `\n` into `\r\n`; pipes do not, and a player would
+    // draw their lines as a staircase.
+    let pipes = p.mode() != pb::Mode::Pty;
+    #[allow(clippy::cast_precision_loss, reason = "seconds of a recording, to the µs")]
+    let seconds = |ts: i64| (ts - start).max(0) as f64 / 1e9;
+    let mut last = 0.0;
+    let mut events: Vec<Event> = records
         .iter()
         .filter_map(|r| {
-            let (kind, carry) = match r.stream() {
-                pb::Stream::Stdin => ("i", &mut input),
-                _ => ("o", &mut out),
+            let (kind, slot) = match r.stream() {
+                pb::Stream::Stdin => ("i", 0),
+                pb::Stream::Stderr => ("o", 2),
+                _ => ("o", 1),
             };
-            let text = carry.push(&r.data);
-            #[allow(clippy::cast_precision_loss, reason = "seconds of a recording, to the µs")]
-            let at = (r.ts_ns - start).max(0) as f64 / 1e9;
-            (!text.is_empty()).then_some(Event { at, kind, text })
+            let mut text = carries[slot].push(&r.data);
+            if pipes && kind == "o" {
+                text = text.replace("\r\n", "\n").replace('\n', "\r\n");
+            }
+            last = seconds(r.ts_ns);
+            (!text.is_empty()).then_some(Event { at: last, kind, text })
         })
         .collect();
+    // What an unfinished sequence held back at the end is played as it is.
+    for (slot, carry) in carries.iter_mut().enumerate() {
+        let rest = String::from_utf8_lossy(&carry.pending).into_owned();
+        if !rest.is_empty() {
+            events.push(Event { at: last, kind: if slot == 0 { "i" } else { "o" }, text: rest });
+        }
+    }
     (header, events)
 }
 
@@ -250,7 +271,9 @@ pub(crate) async fn replay(client: &Client, a: ReplayArgs) -> Outcome {
     let mut last = 0.0;
     let mut stdout = std::io::stdout();
     for e in events.iter().filter(|e| e.kind == "o") {
-        let pause = Duration::from_secs_f64(((e.at - last) / a.speed).max(0.0)).min(a.idle_limit);
+        let pause = Duration::try_from_secs_f64(((e.at - last) / a.speed).max(0.0))
+            .unwrap_or(a.idle_limit)
+            .min(a.idle_limit);
         last = e.at;
         // A recording plays at its own pace: this sleep is the product.
         tokio::time::sleep(pause).await;

@@ -191,7 +191,12 @@ enum Command {
     Replay(export::ReplayArgs),
     /// Connect standard input and output to portald, starting it if needed:
     /// the remote end of `--host ssh://…` (clients run it over ssh).
-    DialStdio,
+    DialStdio {
+        /// Who the client on the other end is (for the log's record of who
+        /// typed what).
+        #[arg(long = "as", value_name = "WHO")]
+        serving: Option<String>,
+    },
 }
 
 impl Command {
@@ -369,14 +374,7 @@ pub(crate) static TARGET: std::sync::OnceLock<Target> = std::sync::OnceLock::new
 pub(crate) async fn connect_target() -> Result<Client, ClientError> {
     let mut opts = LaunchOptions::from_env();
     opts.autostart = !NO_AUTOSTART.load(std::sync::atomic::Ordering::Relaxed);
-    let client = Client::connect_to(TARGET.get().unwrap_or(&Target::Local), &opts).await?;
-    // The log records the input this command writes as typed by it; a
-    // daemon too old to ask is no reason to fail.
-    let me = pb::IdentifyRequest { client: who_am_i() };
-    if let Err(s) = client.rpc().identify(me).await {
-        note_refused_identify(&s);
-    }
-    Ok(client)
+    Client::connect_to(TARGET.get().unwrap_or(&Target::Local), &opts).await
 }
 
 /// This command, for the log's record of who typed what: `portal-cli
@@ -388,14 +386,6 @@ fn who_am_i() -> String {
     let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
     let command = COMMAND_NAME.get().copied().unwrap_or("portal-cli");
     format!("portal-cli {command} ({user}@{})", host.trim())
-}
-
-/// An `Identify` the daemon refused: only worth a word when it is not
-/// a daemon that predates it.
-fn note_refused_identify(s: &tonic::Status) {
-    if s.code() != tonic::Code::Unimplemented {
-        eprintln!("note: portald did not take this client's name: {}", s.message());
-    }
 }
 
 /// The command's name, for [`who_am_i`].
@@ -463,10 +453,18 @@ fn choose_target(host: Option<&str>, command: &mut Command) -> Result<Target, Fa
 async fn run(mut cli: Cli) -> Outcome {
     NO_AUTOSTART.store(cli.no_autostart, std::sync::atomic::Ordering::Relaxed);
     let _ = COMMAND_NAME.set(cli.command.name());
+    // The log records the input this command writes as typed by it (by
+    // whom it serves, for the remote end of a connection).
+    match &cli.command {
+        Command::DialStdio { serving: Some(who), .. } => {
+            portal_proto::client::set_identity(who.clone())
+        }
+        _ => portal_proto::client::set_identity(who_am_i()),
+    }
     // The plumbing of this machine's own daemon (what hooks and remote
     // clients run) never goes elsewhere, whatever PORTAL_HOST a login
     // environment sets.
-    let plumbing = matches!(cli.command, Command::Emit(_) | Command::DialStdio);
+    let plumbing = matches!(cli.command, Command::Emit(_) | Command::DialStdio { .. });
     let host = if plumbing { None } else { cli.host.as_deref() };
     let target = choose_target(host, &mut cli.command)?;
     if !target.is_local() {
@@ -513,7 +511,7 @@ async fn run(mut cli: Cli) -> Outcome {
         }
         Command::Daemon(DaemonCommand::Doctor) => return daemonctl::doctor(),
         Command::Emit(args) => return agents::emit(args).await,
-        Command::DialStdio => {
+        Command::DialStdio { .. } => {
             let mut opts = LaunchOptions::from_env();
             opts.autostart = !cli.no_autostart;
             return portal_proto::dial::serve_stdio(&opts).await.map_err(Failure::Unreachable);
@@ -555,7 +553,9 @@ async fn run(mut cli: Cli) -> Outcome {
         Command::Demo => procs::demo(&client).await,
         Command::Export(args) => export::export(&client, args).await,
         Command::Replay(args) => export::replay(&client, args).await,
-        Command::Service(_) | Command::Daemon(_) | Command::Emit(_) | Command::DialStdio => Ok(()),
+        Command::Service(_) | Command::Daemon(_) | Command::Emit(_) | Command::DialStdio { .. } => {
+            Ok(())
+        }
     }
 }
 

@@ -493,8 +493,9 @@ async fn typed_by(client: &Client, id: u64) -> Result<Vec<(String, u64)>, Failur
     Ok(tally)
 }
 
-/// How much of the newest input `inspect` looks at for who typed it.
-const TYPED_BY_BYTES: u64 = 1 << 20;
+/// How much of the newest input `inspect` looks at for who typed it: a
+/// summary, not an audit (`read --stream stdin --who` has it all).
+const TYPED_BY_BYTES: u64 = 64 << 10;
 
 /// `programs query`.
 pub(crate) async fn program_query(client: &Client, program: String, out: JsonFlag) -> Outcome {

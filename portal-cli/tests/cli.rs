@@ -245,13 +245,21 @@ async fn attach_types_into_the_program_and_detaches_leaving_it_running() {
         keep: pb::Keep::Head.into(),
         ..Default::default()
     };
-    let typed = rpc.read(req).await.unwrap().into_inner().records;
+    // Rows of one typist may be stored apart: join them first.
+    let mut typed: Vec<(String, String)> = Vec::new();
+    for r in rpc.read(req).await.unwrap().into_inner().records {
+        let data = String::from_utf8_lossy(&r.data).into_owned();
+        match typed.last_mut() {
+            Some((who, text)) if *who == r.origin => text.push_str(&data),
+            _ => typed.push((r.origin, data)),
+        }
+    }
     let by = |text: &str| -> String {
         typed
             .iter()
-            .find(|r| String::from_utf8_lossy(&r.data).contains(text))
+            .find(|(_, t)| t.contains(text))
             .unwrap_or_else(|| panic!("no input {text:?} in {typed:?}"))
-            .origin
+            .0
             .clone()
     };
     assert!(by("earlier").ends_with(&format!("(pid {})", std::process::id())), "{}", by("earlier"));

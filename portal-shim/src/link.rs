@@ -25,10 +25,6 @@ pub(crate) enum CallError {
     Interrupted(tonic::Status),
 }
 
-/// Who this shim writes for: the MCP client's name and version (from its
-/// `initialize`) and the shim's pid, set at the first tool call.
-pub(crate) static CLIENT: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-
 /// A lazily connected, self-healing link to the daemon.
 pub(crate) struct DaemonLink {
     /// This machine's portald, or another's over ssh.
@@ -74,15 +70,9 @@ impl DaemonLink {
         if let Some(c) = slot.as_ref() {
             return Ok(c.rpc());
         }
+        // Connecting (and the channel's own reconnecting) says who this
+        // shim writes for (`set_identity`).
         let client = Client::connect_to(&self.target, &self.opts).await?;
-        // The input this shim writes is recorded as its client's; a daemon
-        // too old to ask is no reason to fail.
-        if let Some(me) = CLIENT.get() {
-            let who = portal_proto::v1::IdentifyRequest { client: me.clone() };
-            if let Err(s) = client.rpc().identify(who).await {
-                tracing::debug!(status = %s.message(), "portald did not take the client's name");
-            }
-        }
         let rpc = client.rpc();
         *slot = Some(client);
         Ok(rpc)

@@ -552,6 +552,17 @@ async fn a_session_carries_on_across_a_live_upgrade() {
     assert_eq!(after.info().pid, before.pid);
     assert_ne!(after.info().started_at_ns, before.started_at_ns, "a new daemon answered");
     assert_eq!(after.info().upgraded_from, before.daemon_version);
+    // The new daemon knows who typed what came after, as the old one did.
+    let (_, s) =
+        shim.ok("process_read", json!({"id": id, "source": "stdin", "duration": 60000})).await;
+    let typists: Vec<&str> =
+        s["typed_by"].as_array().unwrap().iter().map(|t| t["who"].as_str().unwrap()).collect();
+    let shim_pid = shim.child.id().unwrap();
+    assert!(
+        !typists.is_empty()
+            && typists.iter().all(|w| w.ends_with(&format!("via portal-shim (pid {shim_pid})"))),
+        "{s}"
+    );
     shutdown_daemon(&socket).await;
 }
 

@@ -293,8 +293,20 @@ impl Client {
         let refused = Arc::new(Mutex::new(None));
         let connector = {
             let (socket, refused) = (socket.to_path_buf(), Arc::clone(&refused));
+            let first = Arc::new(std::sync::atomic::AtomicBool::new(true));
             tower::service_fn(move |_: tonic::transport::Uri| {
-                dial(socket.clone(), Arc::clone(&refused))
+                let (socket, refused, first) =
+                    (socket.clone(), Arc::clone(&refused), Arc::clone(&first));
+                async move {
+                    let io = dial(socket.clone(), refused).await?;
+                    // The channel dials again by itself after a daemon went
+                    // away (an upgrade, a crash): the new daemon hears who
+                    // this process is before the call that made it dial.
+                    if !first.swap(false, std::sync::atomic::Ordering::Relaxed) {
+                        tell_who(&socket).await;
+                    }
+                    Ok::<_, std::io::Error>(io)
+                }
             })
         };
         let channel = match endpoint.connect_with_connector(connector).await {
@@ -421,7 +433,67 @@ impl Client {
     }
 }
 
-/// The stub over `channel` and the daemon's `GetInfo`, its first call.
+/// Who this process is, for the log's record of who typed what (see
+/// [`set_identity`]).
+static IDENTITY: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
+/// Says who this process is ("claude-code 2.1.0 via portal-shim (pid
+/// 812)", "portal-cli write (ada@laptop)"): every connection it makes
+/// from now on tells the daemon (`Identify`), and a remote one tells the
+/// far end's `dial-stdio` too, so a connection made again behind the
+/// scenes is still this process's. The first call wins.
+pub fn set_identity(who: String) {
+    let _ = IDENTITY.set(who);
+}
+
+/// What [`set_identity`] set.
+#[must_use]
+pub fn identity() -> Option<&'static str> {
+    IDENTITY.get().map(String::as_str)
+}
+
+/// Tells the daemon who this process is, when it was said; a daemon too
+/// old to ask (UNIMPLEMENTED), or any refusal, is no reason to fail.
+pub async fn identify(rpc: &mut PortalClient<Channel>) {
+    if let Some(who) = identity() {
+        let req = crate::v1::IdentifyRequest { client: who.to_owned() };
+        if let Err(s) = rpc.identify(req).await {
+            tracing::debug!(status = %s.message(), "portald did not take this client's name");
+        }
+    }
+}
+
+/// [`identify`] over a connection of its own (the daemon knows clients by
+/// their process, whichever connection they speak on), bounded: a daemon
+/// that does not answer soon is told nothing.
+async fn tell_who(socket: &Path) {
+    if identity().is_none() {
+        return;
+    }
+    let refused = Arc::new(Mutex::new(None));
+    let Ok(io) = dial(socket.to_path_buf(), refused).await else { return };
+    let slot = Arc::new(Mutex::new(Some(io)));
+    let connector = tower::service_fn(move |_: tonic::transport::Uri| {
+        let io = slot.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take();
+        async move { io.ok_or_else(|| std::io::Error::other("one connection only")) }
+    });
+    let told = async {
+        let channel =
+            Endpoint::from_static("http://localhost").connect_with_connector(connector).await;
+        if let Ok(channel) = channel {
+            identify(&mut PortalClient::new(channel)).await;
+        }
+    };
+    if tokio::time::timeout(TELL_WHO_TIMEOUT, told).await.is_err() {
+        tracing::debug!("portald did not take this client's name in time");
+    }
+}
+
+/// How long a reconnection waits for the daemon to take the client's name.
+const TELL_WHO_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// The stub over `channel` and the daemon's `GetInfo`, its first call;
+/// then who this process is.
 async fn greet(
     channel: Channel,
 ) -> Result<(PortalClient<Channel>, GetInfoResponse), tonic::Status> {
@@ -429,6 +501,9 @@ async fn greet(
         .max_decoding_message_size(MAX_MESSAGE_BYTES)
         .max_encoding_message_size(MAX_MESSAGE_BYTES);
     let info = rpc.get_info(GetInfoRequest {}).await?.into_inner();
+    if info.protocol_version == PROTOCOL_VERSION {
+        identify(&mut rpc).await;
+    }
     Ok((rpc, info))
 }
 

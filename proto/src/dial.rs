@@ -146,8 +146,9 @@ where
     W: AsyncWrite + Unpin,
 {
     let conn = match connect_or_start(opts).await {
-        // The client is dropped: it checked that a daemon of this
-        // protocol answers; the pipe below is a connection of its own.
+        // The client (which said who this process serves, `--as`) is
+        // dropped: it checked that a daemon of this protocol answers; the
+        // pipe below is a connection of its own, from this same process.
         Ok(_) => dial_verified(&opts.socket).await,
         Err(e) => Err(e),
     };

@@ -147,6 +147,11 @@ pub fn command_line(remote: &Remote, autostart: bool) -> Vec<String> {
     if !autostart {
         remote_cmd.push_str(" --no-autostart");
     }
+    // Every connection, made again after a drop too, says who it is for.
+    if let Some(who) = crate::client::identity() {
+        remote_cmd.push_str(" --as ");
+        remote_cmd.push_str(&shell_words::quote(who));
+    }
     args.push(remote_cmd);
     args
 }
@@ -361,8 +366,16 @@ mod tests {
         let n = args.len();
         assert_eq!(&args[n - 3..n - 1], ["--", "h"]);
         assert_eq!(args[n - 1], "'/opt/my portal/portal-cli' dial-stdio --no-autostart");
+        crate::client::set_identity("agent [1] (a@h)".into());
+        let said = command_line(&remote("q"), true);
+        assert!(said.last().unwrap().ends_with(" dial-stdio --as 'agent [1] (a@h)'"), "{said:?}");
         let home = Remote { portal: "~/.cargo/bin/portal-cli".into(), ..remote("q") };
-        assert_eq!(command_line(&home, true).last().unwrap(), "~/.cargo/bin/portal-cli dial-stdio");
+        assert!(
+            command_line(&home, true)
+                .last()
+                .unwrap()
+                .starts_with("~/.cargo/bin/portal-cli dial-stdio")
+        );
     }
 
     #[test]

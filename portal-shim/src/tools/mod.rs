@@ -497,7 +497,7 @@ impl ServerHandler for Shim {
         let args = request.arguments.unwrap_or_default();
         if let Some(info) = context.peer.peer_info() {
             let c = &info.client_info;
-            let _ = crate::link::CLIENT.set(format!(
+            portal_proto::client::set_identity(format!(
                 "{} {} via portal-shim (pid {})",
                 c.name,
                 c.version,

@@ -262,8 +262,8 @@ pub(crate) async fn send(
     let this = Arc::clone(d);
     // Recorded as the client's agent send, with its key.
     let origin = origin.map(|o| match &spec.key {
-        Some(k) => crate::proc::Origin::from(format!("{o} agent send (key {k})")),
-        None => crate::proc::Origin::from(format!("{o} agent send")),
+        Some(k) => super::clients::clean(&format!("{o} agent send (key {k})")),
+        None => super::clients::clean(&format!("{o} agent send")),
     });
     let task = d.tracker.spawn(crate::proc::INPUT_ORIGIN.scope(origin, async move {
         let sends = ids.iter().map(|id| {

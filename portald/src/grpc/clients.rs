@@ -1,6 +1,6 @@
 //! Who each client is, so that the log records who typed each piece of
 //! input. A client says who it is with `Identify` ("claude-code 2.1.0 via
-//! portal-shim (pid 812)", "portal-cli write (user ada)"); one that does not
+//! portal-shim (pid 812)", "portal-cli write (ada@laptop)"); one that does not
 //! is named by its program and pid. Clients are told apart by the process
 //! on the other end of their connection (its pid and start time, so a
 //! reused pid is a new client); for a remote client that is its
@@ -44,6 +44,27 @@ fn start_ticks(pid: u32) -> Option<u64> {
     stat.rsplit_once(')')?.1.split_whitespace().nth(19)?.parse().ok()
 }
 
+/// A typist's name as people see it: printable, on one line, without
+/// brackets (`read --who` puts it in some) or direction overrides that
+/// could make it pass for another, and at most [`MAX_CLIENT_CHARS`] long.
+pub(crate) fn clean(name: &str) -> Origin {
+    let shown: String = name
+        .trim()
+        .chars()
+        .filter(|c| {
+            !c.is_control()
+                && !matches!(c, '\u{200e}' | '\u{200f}' | '\u{2028}' | '\u{2029}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+        })
+        .map(|c| match c {
+            '[' => '(',
+            ']' => ')',
+            c => c,
+        })
+        .take(MAX_CLIENT_CHARS)
+        .collect();
+    Origin::from(shown)
+}
+
 impl Clients {
     /// Records who the client on `req`'s connection is.
     ///
@@ -54,21 +75,22 @@ impl Clients {
         &self,
         req: &Request<portal_proto::v1::IdentifyRequest>,
     ) -> Result<(), Status> {
-        let client = req.get_ref().client.trim();
-        if client.is_empty()
-            || client.chars().count() > MAX_CLIENT_CHARS
-            || client.chars().any(char::is_control)
-        {
+        let raw = req.get_ref().client.trim();
+        if raw.chars().count() > MAX_CLIENT_CHARS {
             return Err(Status::invalid_argument(format!(
-                "invalid client: give 1 to {MAX_CLIENT_CHARS} characters without control characters"
+                "invalid client: give at most {MAX_CLIENT_CHARS} characters"
             )));
+        }
+        let client = clean(raw);
+        if client.is_empty() {
+            return Err(Status::invalid_argument("invalid client: give a name people can read"));
         }
         let Some(key) = key_of(req) else { return Ok(()) };
         let mut known = self.known.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         if known.len() >= MAX_CLIENTS {
             known.retain(|(pid, start), _| start_ticks(*pid) == Some(*start));
         }
-        known.insert(key, Origin::from(client));
+        known.insert(key, client);
         Ok(())
     }
 
@@ -82,6 +104,17 @@ impl Clients {
         }
         drop(known);
         let comm = std::fs::read_to_string(format!("/proc/{}/comm", key.0)).unwrap_or_default();
-        Some(Origin::from(format!("{} (pid {})", comm.trim(), key.0)))
+        Some(clean(&format!("{} (pid {})", comm.trim(), key.0)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_cleaned_for_people() {
+        assert_eq!(&*clean("  claude [2.1]\n\u{202e}evil\u{2028} "), "claude (2.1)evil");
+        assert_eq!(clean(&"x".repeat(500)).chars().count(), MAX_CLIENT_CHARS);
     }
 }

@@ -391,7 +391,7 @@ tokio::task_local! {
     pub(crate) static INPUT_ORIGIN: Option<Origin>;
 }
 
-/// Who typed a piece of input, for people (`portal-cli write (user ada)`).
+/// Who typed a piece of input, for people (`portal-cli write (ada@laptop)`).
 pub(crate) type Origin = std::sync::Arc<str>;
 
 /// [`INPUT_ORIGIN`] of the current call, if any.
