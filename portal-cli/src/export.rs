@@ -4,9 +4,9 @@
 //! the input interleaved; `replay` plays the output in this terminal at its
 //! own pace.
 //!
-//! Everything comes from the log through `Read`, so an ended process, or
-//! one of an earlier daemon, exports like a running one. The log keeps no
-//! resizes: the header has the terminal's size now.
+//! Everything comes from the log through `Read` (and the terminal's
+//! resizes through `Resizes`), so an ended process, or one of an earlier
+//! daemon, exports like a running one.
 
 use std::io::Write as _;
 use std::path::PathBuf;
@@ -78,13 +78,23 @@ pub(crate) struct ReplayArgs {
     span: Span,
 }
 
+/// What a recording is made of: the process, its records in the span in
+/// the order they happened, and its terminal's resizes.
+struct History {
+    process: pb::Process,
+    records: Vec<pb::Record>,
+    resizes: Vec<pb::Resize>,
+    /// The span's end, ns since the epoch.
+    until_ns: i64,
+}
+
 /// The process and its records in the span, in the order they happened.
 async fn history(
     client: &Client,
     proc: &str,
     span: &Span,
     encoding: pb::Encoding,
-) -> anyhow::Result<(pb::Process, Vec<pb::Record>)> {
+) -> anyhow::Result<History> {
     let mut rpc = client.rpc();
     let p = rpc.inspect(pb::InspectRequest { proc: proc_ref(proc) }).await?.into_inner();
     let now = wall_ns();
@@ -120,7 +130,13 @@ async fn history(
         }
         cursor = resp.next;
     }
-    Ok((p, records))
+    // A daemon from before resizes were kept has none to give.
+    let resizes = match rpc.resizes(pb::ResizesRequest { proc: proc_ref(proc) }).await {
+        Ok(r) => r.into_inner().resizes,
+        Err(s) if s.code() == tonic::Code::Unimplemented => Vec::new(),
+        Err(s) => return Err(s.into()),
+    };
+    Ok(History { process: p, records, resizes, until_ns: to.unwrap_or(now) })
 }
 
 fn wall_ns() -> i64 {
@@ -159,10 +175,19 @@ struct Event {
     text: String,
 }
 
-/// The asciicast header and events of `records`.
-fn cast(p: &pb::Process, records: &[pb::Record]) -> (serde_json::Value, Vec<Event>) {
-    let size = p.size.unwrap_or(PIPE_SIZE);
+/// The asciicast header and events of a history.
+fn cast(h: &History) -> (serde_json::Value, Vec<Event>) {
+    let (p, records) = (&h.process, &h.records);
     let start = records.first().map_or(p.started_at_ns, |r| r.ts_ns);
+    // The size when the recording starts: what the first later resize
+    // changed, else the size now.
+    let size = h
+        .resizes
+        .iter()
+        .find(|r| r.ts_ns >= start)
+        .and_then(|r| r.from)
+        .or(p.size)
+        .unwrap_or(PIPE_SIZE);
     let header = json!({
         "version": 2,
         "width": size.cols,
@@ -195,6 +220,14 @@ fn cast(p: &pb::Process, records: &[pb::Record]) -> (serde_json::Value, Vec<Even
             (!text.is_empty()).then_some(Event { at: last, kind, text })
         })
         .collect();
+    for r in h.resizes.iter().filter(|r| (start..=h.until_ns).contains(&r.ts_ns)) {
+        if let Some(to) = r.to {
+            let text = format!("{}x{}", to.cols, to.rows);
+            events.push(Event { at: seconds(r.ts_ns), kind: "r", text });
+        }
+    }
+    // In time order; a stable sort keeps output and input as they were.
+    events.sort_by(|a, b| a.at.total_cmp(&b.at));
     // What an unfinished sequence held back at the end is played as it is.
     for (slot, carry) in carries.iter_mut().enumerate() {
         let rest = String::from_utf8_lossy(&carry.pending).into_owned();
@@ -211,11 +244,11 @@ pub(crate) async fn export(client: &Client, a: ExportArgs) -> Outcome {
         Format::Asciicast => pb::Encoding::Raw,
         Format::Text => pb::Encoding::Text,
     };
-    let (p, records) = history(client, &a.proc, &a.span, encoding).await?;
+    let h = history(client, &a.proc, &a.span, encoding).await?;
     let mut body = Vec::new();
     match a.format {
         Format::Asciicast => {
-            let (header, events) = cast(&p, &records);
+            let (header, events) = cast(&h);
             body.extend_from_slice(format!("{header}\n").as_bytes());
             for e in events {
                 let line = json!([(e.at * 1e6).round() / 1e6, e.kind, e.text]);
@@ -223,7 +256,7 @@ pub(crate) async fn export(client: &Client, a: ExportArgs) -> Outcome {
             }
         }
         Format::Text => {
-            for r in &records {
+            for r in &h.records {
                 if r.stream() == pb::Stream::Stdin {
                     // Input on lines of its own, after a prompt it answers.
                     if body.last().is_some_and(|&b| b != b'\n') {
@@ -266,8 +299,8 @@ pub(crate) async fn replay(client: &Client, a: ReplayArgs) -> Outcome {
     if !(a.speed > 0.0 && a.speed.is_finite()) {
         return Err(anyhow::anyhow!("--speed must be a positive number, not {}", a.speed).into());
     }
-    let (p, records) = history(client, &a.proc, &a.span, pb::Encoding::Raw).await?;
-    let (_, events) = cast(&p, &records);
+    let h = history(client, &a.proc, &a.span, pb::Encoding::Raw).await?;
+    let (_, events) = cast(&h);
     let mut last = 0.0;
     let mut stdout = std::io::stdout();
     for e in events.iter().filter(|e| e.kind == "o") {

@@ -701,6 +701,10 @@ async fn export_writes_a_recording_asciinema_plays_and_a_transcript() {
     let id = id_of(&started);
     ok(&cli(&s, &["wait", &id.to_string()]).await);
     ok(&cli(&s, &["run", &id.to_string(), "--", "print('h\u{e9}llo \u{2713} ' * 40)"]).await);
+    // A resize, which the recording replays (`r`), the header keeping the
+    // size it started at.
+    let bigger = pb::TermSize { rows: 12, cols: 70 };
+    rpc.screen(pb::ScreenRequest { proc: by_id(id), resize: Some(bigger) }).await.unwrap();
     let raw: Vec<u8> = read_all(&mut rpc, id, pb::Stream::Stdout, pb::Encoding::Raw).await;
 
     let cast = d.dir.path().join("py.cast");
@@ -718,6 +722,11 @@ async fn export_writes_a_recording_asciinema_plays_and_a_transcript() {
         events.iter().filter(|e| e[1] == "o").map(|e| e[2].as_str().unwrap()).collect();
     assert_eq!(played.as_bytes(), raw.as_slice(), "the output events are the log's bytes");
     assert!(events.iter().any(|e| e[1] == "i" && e[2].as_str().unwrap().contains("print(")));
+    assert_eq!(
+        events.iter().filter(|e| e[1] == "r").map(|e| e[2].as_str().unwrap()).collect::<Vec<_>>(),
+        ["70x12"],
+        "the resize"
+    );
     let times: Vec<f64> = events.iter().map(|e| e[0].as_f64().unwrap()).collect();
     assert!(times.windows(2).all(|w| w[0] <= w[1]), "times only grow: {times:?}");
 

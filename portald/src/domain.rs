@@ -186,6 +186,19 @@ impl Source {
     }
 }
 
+/// A terminal's resize, as the log keeps it (for recordings).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Resize {
+    /// Process.
+    pub(crate) id: ProcId,
+    /// Wall-clock ns.
+    pub(crate) at_ns: i64,
+    /// The size before.
+    pub(crate) from: TermSize,
+    /// The size after.
+    pub(crate) to: TermSize,
+}
+
 /// A recorded transition.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Transition {

@@ -140,6 +140,24 @@ impl Portal for PortalService {
         ok(convert::read_pb(result))
     }
 
+    async fn resizes(&self, req: Request<pb::ResizesRequest>) -> Reply<pb::ResizesResponse> {
+        let handle = self.daemon.get(&convert::target(req.get_ref().proc.as_ref())?)?;
+        let id = handle.id();
+        let rows = self
+            .daemon
+            .store
+            .read(move |c| crate::store::resizes(c, id))
+            .await
+            .map_err(DaemonError::from)?;
+        let size =
+            |s: crate::domain::TermSize| pb::TermSize { rows: s.rows.into(), cols: s.cols.into() };
+        let resizes = rows
+            .into_iter()
+            .map(|r| pb::Resize { ts_ns: r.at_ns, from: Some(size(r.from)), to: Some(size(r.to)) })
+            .collect();
+        ok(pb::ResizesResponse { resizes })
+    }
+
     async fn identify(&self, req: Request<pb::IdentifyRequest>) -> Reply<pb::IdentifyResponse> {
         self.clients.identify(&req)?;
         ok(pb::IdentifyResponse {})

@@ -1067,7 +1067,13 @@ impl ProcActor {
         tokio::task::spawn_blocking(move || screen.resize(size))
             .await
             .map_err(|_| ProcError::Gone(id))?;
-        self.state.send_modify(|p| p.size = Some(crate::screen::clamp(size)));
+        let to = crate::screen::clamp(size);
+        let from = self.state.borrow().size;
+        self.state.send_modify(|p| p.size = Some(to));
+        // Kept for recordings (asciicast `r` events).
+        if let Some(from) = from.filter(|f| *f != to) {
+            self.store.record_resize(crate::domain::Resize { id, at_ns: sys::wall_ns(), from, to });
+        }
         Ok(())
     }
 

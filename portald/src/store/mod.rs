@@ -46,7 +46,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, oneshot};
 
 pub(crate) use crate::config::Retention;
 use crate::config::{MAX_RECORD_BYTES, STORE_BACKLOG_BYTES, STORE_BATCH_BYTES};
-use crate::domain::{AgentState, Chunk, ProcId, RowStatus, Source, StreamId, Transition};
+use crate::domain::{AgentState, Chunk, ProcId, Resize, RowStatus, Source, StreamId, Transition};
 use checkpoint::Checkpointer;
 use gc::Garbage;
 use retention::Usage;
@@ -168,6 +168,7 @@ enum Msg {
     },
     Status(StatusUpdate),
     Transition(Transition),
+    Resize(Resize),
     Clear {
         id: ProcId,
         starts: [u64; 3],
@@ -479,6 +480,15 @@ impl Store {
     pub(crate) fn record_transition(&self, t: Transition) {
         if let Err(e) = self.tx.try_send(Msg::Transition(t)) {
             tracing::warn!(error = %e, "agent history not recorded: the store queue is full");
+        }
+    }
+
+    /// Records a terminal's resize (without waiting, like a transition: a
+    /// resize lost to a full queue costs a recording its size, and is
+    /// logged).
+    pub(crate) fn record_resize(&self, r: Resize) {
+        if let Err(e) = self.tx.try_send(Msg::Resize(r)) {
+            tracing::warn!(error = %e, "resize not recorded: the store queue is full");
         }
     }
 

@@ -130,6 +130,22 @@ pub(crate) fn last_agent_seq(conn: &Connection) -> Result<u64, StoreError> {
     Ok(u64::try_from(v).unwrap_or(0))
 }
 
+/// A process's recorded resizes, oldest first.
+pub(crate) fn resizes(conn: &Connection, id: ProcId) -> Result<Vec<Resize>, StoreError> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT at_ns, from_rows, from_cols, to_rows, to_cols FROM resizes WHERE proc_id = ?1 ORDER BY at_ns",
+    )?;
+    let rows = stmt.query_map(params![to_i64(id.0)], |r| {
+        Ok(Resize {
+            id,
+            at_ns: r.get(0)?,
+            from: crate::domain::TermSize { rows: r.get(1)?, cols: r.get(2)? },
+            to: crate::domain::TermSize { rows: r.get(3)?, cols: r.get(4)? },
+        })
+    })?;
+    Ok(rows.collect::<Result<_, _>>()?)
+}
+
 /// Recorded transitions after `since`, oldest first, at most `limit`.
 pub(crate) fn agent_events_after(
     conn: &Connection,

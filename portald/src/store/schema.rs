@@ -78,6 +78,18 @@ const MIGRATIONS: &[&str] = &[
     r"
     ALTER TABLE chunks ADD COLUMN origin TEXT;
     ",
+    // 4: terminal resizes, for recordings.
+    r"
+    CREATE TABLE resizes (
+        proc_id   INTEGER NOT NULL,
+        at_ns     INTEGER NOT NULL,
+        from_rows INTEGER NOT NULL,
+        from_cols INTEGER NOT NULL,
+        to_rows   INTEGER NOT NULL,
+        to_cols   INTEGER NOT NULL
+    );
+    CREATE INDEX resizes_by_proc ON resizes (proc_id, at_ns);
+    ",
 ];
 
 /// Sets the connection pragmas every connection needs.

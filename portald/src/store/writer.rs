@@ -707,6 +707,20 @@ fn apply(tx: &Transaction<'_>, msg: &Msg) -> Result<Outcome, StoreError> {
         Msg::Delete { id } => {
             // Its rows go to the garbage collector once this commits.
             tx.execute("DELETE FROM processes WHERE id = ?1", params![to_i64(id.0)])?;
+            tx.execute("DELETE FROM resizes WHERE proc_id = ?1", params![to_i64(id.0)])?;
+        }
+        Msg::Resize(r) => {
+            tx.prepare_cached(
+                "INSERT INTO resizes (proc_id, at_ns, from_rows, from_cols, to_rows, to_cols) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            )?
+            .execute(params![
+                to_i64(r.id.0),
+                r.at_ns,
+                r.from.rows,
+                r.from.cols,
+                r.to.rows,
+                r.to.cols
+            ])?;
         }
         Msg::Program { rec, .. } => return Ok(Outcome::Program(record_program(tx, rec.clone())?)),
         Msg::Flush { .. } | Msg::Close => {}
