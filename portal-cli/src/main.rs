@@ -379,17 +379,13 @@ pub(crate) async fn connect_target() -> Result<Client, ClientError> {
 
 /// This command, for the log's record of who typed what: `portal-cli
 /// write (ada@laptop)`.
-fn who_am_i() -> String {
+fn who_am_i(command: &str) -> String {
     let user = std::env::var("USER")
         .or_else(|_| std::env::var("LOGNAME"))
         .unwrap_or_else(|_| format!("uid {}", portal_proto::paths::uid()));
     let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
-    let command = COMMAND_NAME.get().copied().unwrap_or("portal-cli");
     format!("portal-cli {command} ({user}@{})", host.trim())
 }
-
-/// The command's name, for [`who_am_i`].
-static COMMAND_NAME: std::sync::OnceLock<&'static str> = std::sync::OnceLock::new();
 
 impl Command {
     /// The name a person typed, for the log.
@@ -452,14 +448,13 @@ fn choose_target(host: Option<&str>, command: &mut Command) -> Result<Target, Fa
 
 async fn run(mut cli: Cli) -> Outcome {
     NO_AUTOSTART.store(cli.no_autostart, std::sync::atomic::Ordering::Relaxed);
-    let _ = COMMAND_NAME.set(cli.command.name());
     // The log records the input this command writes as typed by it (by
     // whom it serves, for the remote end of a connection).
     match &cli.command {
         Command::DialStdio { serving: Some(who), .. } => {
             portal_proto::client::set_identity(who.clone())
         }
-        _ => portal_proto::client::set_identity(who_am_i()),
+        command => portal_proto::client::set_identity(who_am_i(command.name())),
     }
     // The plumbing of this machine's own daemon (what hooks and remote
     // clients run) never goes elsewhere, whatever PORTAL_HOST a login

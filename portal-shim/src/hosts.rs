@@ -1,8 +1,9 @@
 //! Which portald each tool call goes to. One [`DaemonLink`] per host,
 //! made on first use and kept (one ssh connection per remote host for the
 //! shim's life, re-made when it breaks); `--host`/`PORTAL_HOST` names the
-//! default, and a tool's `host` argument names another: `local`, a name
-//! from the hosts file, or an `ssh://` URL.
+//! default (a name, `local`, or an `ssh://` URL the person gave), and a
+//! tool's `host` argument names another: `local` or a name from the hosts
+//! file, never a URL of the agent's own.
 //!
 //! The `host` argument is offered only when there is somewhere else to go
 //! (the hosts file names a host, or the default is remote): a client with

@@ -14,7 +14,7 @@
 //! there, speaking protocol N" from every way that can fail, and to say
 //! which side to upgrade when the protocols differ.
 
-use std::os::fd::{AsFd as _, OwnedFd};
+use std::os::fd::{AsFd as _, BorrowedFd, OwnedFd};
 
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt as _};
 
@@ -93,24 +93,37 @@ type Output = Box<dyn AsyncWrite + Unpin + Send>;
 /// goes through tokio's blocking stdin, and is never made non-blocking (a
 /// terminal would stay so for the shell after this process).
 fn stdin() -> Input {
-    let fd = std::io::stdin().as_fd().try_clone_to_owned();
-    let pipe = fd.and_then(|fd| match kind(&fd)? {
-        Kind::Pipe => Ok(Box::new(tokio::net::unix::pipe::Receiver::from_owned_fd(fd)?) as Input),
-        Kind::Socket => Ok(Box::new(socket(fd)?) as Input),
-        Kind::Other => Err(std::io::ErrorKind::Unsupported.into()),
-    });
-    pipe.unwrap_or_else(|_| Box::new(tokio::io::stdin()))
+    polled(
+        std::io::stdin().as_fd(),
+        |fd| Ok(Box::new(tokio::net::unix::pipe::Receiver::from_owned_fd(fd)?) as Input),
+        |s| Box::new(s) as Input,
+    )
+    .unwrap_or_else(|_| Box::new(tokio::io::stdin()))
 }
 
 /// Standard output, as [`stdin`] does it.
 fn stdout() -> Output {
-    let fd = std::io::stdout().as_fd().try_clone_to_owned();
-    let pipe = fd.and_then(|fd| match kind(&fd)? {
-        Kind::Pipe => Ok(Box::new(tokio::net::unix::pipe::Sender::from_owned_fd(fd)?) as Output),
-        Kind::Socket => Ok(Box::new(socket(fd)?) as Output),
+    polled(
+        std::io::stdout().as_fd(),
+        |fd| Ok(Box::new(tokio::net::unix::pipe::Sender::from_owned_fd(fd)?) as Output),
+        |s| Box::new(s) as Output,
+    )
+    .unwrap_or_else(|_| Box::new(tokio::io::stdout()))
+}
+
+/// A copy of `fd` as a stream the runtime polls: `pipe` makes one of a
+/// pipe, `sock` of a socket; anything else is `Unsupported`.
+fn polled<T>(
+    fd: BorrowedFd<'_>,
+    pipe: impl FnOnce(OwnedFd) -> std::io::Result<T>,
+    sock: impl FnOnce(tokio::net::UnixStream) -> T,
+) -> std::io::Result<T> {
+    let fd = fd.try_clone_to_owned()?;
+    match kind(&fd)? {
+        Kind::Pipe => pipe(fd),
+        Kind::Socket => Ok(sock(socket(fd)?)),
         Kind::Other => Err(std::io::ErrorKind::Unsupported.into()),
-    });
-    pipe.unwrap_or_else(|_| Box::new(tokio::io::stdout()))
+    }
 }
 
 /// What a standard stream is.

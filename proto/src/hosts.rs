@@ -351,12 +351,6 @@ impl Hosts {
         Ok(Self { path, ssh_args: file.ssh_args, portal: file.portal, hosts })
     }
 
-    /// The file these hosts came from.
-    #[must_use]
-    pub fn path(&self) -> &std::path::Path {
-        &self.path
-    }
-
     /// The named hosts, by name.
     pub fn remotes(&self) -> impl Iterator<Item = &Remote> {
         self.hosts.values()

@@ -205,16 +205,14 @@ impl Shim {
                 // name the host.
                 crate::hosts::CALL_HOST
                     .scope(remote, async move {
-                        let listed = shim
-                            .call(None, |mut c| async move { c.list(pb::ListRequest {}).await })
-                            .await?;
+                        let (_, listed) = shim.list(NoArgs::default(), None).await?;
                         Ok::<_, String>(
                             listed
                                 .processes
-                                .iter()
+                                .into_iter()
                                 .map(|p| crate::results::ProcessInfo {
                                     host: Some(label.clone()),
-                                    ..crate::results::ProcessInfo::from(p)
+                                    ..p
                                 })
                                 .collect::<Vec<_>>(),
                         )
