@@ -132,7 +132,6 @@ impl TextRenderer {
     }
 
     /// Flushes an incomplete character and the current line, returning all text.
-    #[cfg(test)]
     pub(crate) fn finish(mut self) -> String {
         if self.utf8_len > 0 {
             self.utf8_len = 0;
@@ -339,7 +338,6 @@ impl TextRenderer {
 }
 
 /// Renders a complete byte string to text.
-#[cfg(test)]
 pub(crate) fn render(bytes: &[u8]) -> String {
     let mut r = TextRenderer::new();
     r.push(bytes);

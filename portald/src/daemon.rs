@@ -33,6 +33,8 @@ pub(crate) struct Daemon {
     pub(crate) config: Config,
     /// The log.
     pub(crate) store: Store,
+    /// The log's full-text index.
+    pub(crate) search: crate::search::SearchIndex,
     /// Managed processes.
     pub(crate) registry: Registry,
     /// Pids spawned and not yet reaped.

@@ -20,6 +20,7 @@
 //! - `reads`: paged reads and follow streams.
 //! - `screen`: the vt100 screen on its own thread. `ansi`: text rendering.
 //! - `store`: the SQLite writer thread, schema and range reads.
+//! - `search`: the full-text index of the log, its thread and searches.
 //! - `sys`: every `unsafe` libc call.
 //! - [`config`]: limits and settings.
 //! - [`doctor`]: checking and repairing a damaged database.
@@ -41,6 +42,7 @@ mod profiles;
 mod reads;
 mod registry;
 mod screen;
+mod search;
 mod sends;
 pub mod server;
 mod store;

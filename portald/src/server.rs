@@ -247,7 +247,9 @@ pub async fn serve(listener: Listener, shutdown: CancellationToken) -> anyhow::R
             .map_err(|e| anyhow::anyhow!("{e}"))?;
     let holder_pid = holding.holder_pid();
     let last_seq = store.read(crate::store::last_agent_seq).await.unwrap_or(0);
+    let (search, index_thread) = crate::search::SearchIndex::start(&store);
     let daemon = Arc::new(Daemon {
+        search,
         agents: Arc::new(crate::agents::Agents::new(store.clone(), last_seq)),
         ledger: crate::sends::Ledger::default(),
         config,
@@ -304,7 +306,13 @@ pub async fn serve(listener: Listener, shutdown: CancellationToken) -> anyhow::R
         tracker.wait().await;
         drop(daemon);
         store.close().await;
-        tokio::task::spawn_blocking(move || store_thread.join()).await.ok();
+        tokio::task::spawn_blocking(move || {
+            store_thread.join();
+            // The next daemon's indexer must not race this one's.
+            index_thread.join();
+        })
+        .await
+        .ok();
         // Every program is handed over: an error of the server now must not
         // keep the next daemon from taking them.
         if let Err(e) = served {
@@ -327,7 +335,12 @@ pub async fn serve(listener: Listener, shutdown: CancellationToken) -> anyhow::R
     }
     drop(daemon);
     store.close().await;
-    tokio::task::spawn_blocking(move || store_thread.join()).await.ok();
+    tokio::task::spawn_blocking(move || {
+        store_thread.join();
+        index_thread.join();
+    })
+    .await
+    .ok();
     for path in [&socket, &lock_path] {
         if let Err(e) = std::fs::remove_file(path)
             && e.kind() != std::io::ErrorKind::NotFound

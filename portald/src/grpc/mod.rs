@@ -10,6 +10,7 @@ pub(crate) mod auth;
 pub(crate) mod clients;
 pub(crate) mod convert;
 pub(crate) mod decode;
+pub(crate) mod search;
 pub(crate) mod status;
 
 use std::pin::Pin;
@@ -156,6 +157,13 @@ impl Portal for PortalService {
             .map(|r| pb::Resize { ts_ns: r.at_ns, from: Some(size(r.from)), to: Some(size(r.to)) })
             .collect();
         ok(pb::ResizesResponse { resizes })
+    }
+
+    async fn search(&self, req: Request<pb::SearchRequest>) -> Reply<pb::SearchResponse> {
+        let spec = search::spec(&self.daemon, req.get_ref())?;
+        let answer =
+            self.daemon.search.search(&self.daemon.store, spec).await.map_err(DaemonError::from)?;
+        ok(search::response(&self.daemon, answer))
     }
 
     async fn identify(&self, req: Request<pb::IdentifyRequest>) -> Reply<pb::IdentifyResponse> {

@@ -24,6 +24,7 @@
 //! `writer.rs`: the writer thread; `queries.rs`: what reads run.
 
 mod checkpoint;
+mod feed;
 mod gc;
 mod queries;
 mod reserve;
@@ -31,6 +32,7 @@ pub(crate) mod retention;
 pub(crate) mod schema;
 mod writer;
 
+pub(crate) use feed::LogFeed;
 pub(crate) use queries::*;
 use writer::{NEARLY_FULL_BYTES, PAGE_SIZE, WRITER_CACHE_KIB, Writer, is_full};
 
@@ -226,6 +228,8 @@ struct WriterShared {
     /// The database file was deleted or replaced under the daemon: shown
     /// until a restart (commits still succeed, into the old file).
     replaced: Mutex<Option<String>>,
+    /// What each commit changed, for the search indexer.
+    feed: Arc<LogFeed>,
 }
 
 impl WriterShared {
@@ -389,7 +393,7 @@ impl Store {
         let store = Self {
             tx,
             budget: Arc::new(Semaphore::new(STORE_BACKLOG_BYTES)),
-            pool: Arc::new(ReadPool { path: path.to_path_buf(), idle: Mutex::new(Vec::new()) }),
+            pool: Arc::new(ReadPool::new(path.to_path_buf())),
             shared,
         };
         Ok((store, StoreThread(thread)))
@@ -400,6 +404,16 @@ impl Store {
     /// side is simply not told).
     pub(crate) fn track(&self, id: ProcId, live: Weak<dyn HistoryStarts>) {
         self.shared.tracked().insert(id, live);
+    }
+
+    /// What each commit changes, for an observer that follows the log.
+    pub(crate) fn feed(&self) -> Arc<LogFeed> {
+        Arc::clone(&self.shared.feed)
+    }
+
+    /// Where the database is.
+    pub(crate) fn path(&self) -> &Path {
+        &self.pool.path
     }
 
     /// How the log is doing.
@@ -521,14 +535,21 @@ impl Store {
     }
 }
 
+/// Read-only connections to one database, kept for reuse.
 #[derive(Debug)]
-struct ReadPool {
+pub(crate) struct ReadPool {
     path: PathBuf,
     idle: Mutex<Vec<Connection>>,
 }
 
 impl ReadPool {
-    fn with<R>(
+    /// A pool of connections to `path`, opened on demand.
+    pub(crate) fn new(path: PathBuf) -> Self {
+        Self { path, idle: Mutex::new(Vec::new()) }
+    }
+
+    /// Runs `f` on a pooled connection (in the calling thread).
+    pub(crate) fn with<R>(
         &self,
         f: impl FnOnce(&Connection) -> Result<R, StoreError>,
     ) -> Result<R, StoreError> {

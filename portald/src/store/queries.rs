@@ -294,6 +294,38 @@ pub(crate) fn read_range(
     Ok(out)
 }
 
+/// Where each process's history begins, per stream (every process row).
+pub(crate) fn history_starts(
+    conn: &Connection,
+) -> Result<std::collections::HashMap<ProcId, [u64; 3]>, StoreError> {
+    let mut stmt =
+        conn.prepare_cached("SELECT id, start_stdin, start_stdout, start_stderr FROM processes")?;
+    let rows = stmt.query_map([], |r| {
+        let u = |v: i64| u64::try_from(v).unwrap_or(0);
+        Ok((ProcId(u(r.get(0)?)), [u(r.get(1)?), u(r.get(2)?), u(r.get(3)?)]))
+    })?;
+    Ok(rows.collect::<Result<_, _>>()?)
+}
+
+/// Where one process's history begins, per stream; `None` when it is gone.
+pub(crate) fn history_starts_of(
+    conn: &Connection,
+    id: ProcId,
+) -> Result<Option<[u64; 3]>, StoreError> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT start_stdin, start_stdout, start_stderr FROM processes WHERE id = ?1",
+    )?;
+    let u = |v: i64| u64::try_from(v).unwrap_or(0);
+    Ok(stmt
+        .query_row(params![to_i64(id.0)], |r| Ok([u(r.get(0)?), u(r.get(1)?), u(r.get(2)?)]))
+        .optional()?)
+}
+
+/// The log's random identity, made when the database was created.
+pub(crate) fn log_id(conn: &Connection) -> Result<String, StoreError> {
+    Ok(conn.query_row("SELECT value FROM meta WHERE key = 'log_id'", [], |r| r.get(0))?)
+}
+
 /// Offset of the first chunk of `stream` read at or after monotonic time
 /// `since_mono_ns`, if any.
 pub(crate) fn first_offset_since(

@@ -9,6 +9,8 @@
 //!   so every read is a range scan, never a full scan.
 //! - `programs`: the "does it need a PTY" registry.
 //! - `agent_events`: agent state transitions, by global sequence number.
+//! - `resizes`: each terminal's resizes, for recordings.
+//! - `meta`: the log's random identity (`log_id`).
 
 use rusqlite::Connection;
 
@@ -89,6 +91,12 @@ const MIGRATIONS: &[&str] = &[
         to_cols   INTEGER NOT NULL
     );
     CREATE INDEX resizes_by_proc ON resizes (proc_id, at_ns);
+    ",
+    // 5: this log's identity, which derived files (the search index) check
+    // so that they never describe another log.
+    r"
+    CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+    INSERT INTO meta (key, value) VALUES ('log_id', lower(hex(randomblob(16))));
     ",
 ];
 

@@ -167,6 +167,7 @@ pub(super) fn run(mut w: Writer, mut rx: mpsc::Receiver<Msg>) {
         tracing::debug!(error = %e, "final checkpoint failed");
     }
     w.reserve.restore_now();
+    w.shared.feed.close();
     tracing::debug!("store writer finished");
 }
 
@@ -370,6 +371,9 @@ impl Writer {
                     self.watch_file();
                 }
                 self.shared.retained.store(self.usage.total(), Ordering::Relaxed);
+                // Before the answers: a flush barrier's caller may then wait
+                // for the indexer to reach this generation.
+                self.shared.feed.committed();
                 for (msg, outcome) in batch.drain(..).zip(outcomes) {
                     answer(msg, outcome);
                 }
@@ -399,12 +403,17 @@ impl Writer {
     /// Updates the accounting for a committed message.
     fn account(&mut self, msg: &Msg, chunks_committed: bool) {
         match msg {
-            Msg::Chunk { chunk, .. } if chunks_committed => self.usage.appended(chunk),
+            Msg::Chunk { chunk, .. } if chunks_committed => {
+                self.usage.appended(chunk);
+                self.shared.feed.grew(chunk.proc, chunk.stream, chunk.end());
+            }
             Msg::Clear { id, starts } => {
                 self.usage.cleared(*id, *starts);
                 self.garbage.add(*id, *starts);
+                self.shared.feed.forgot();
             }
             Msg::Delete { id } => {
+                self.shared.feed.forgot();
                 self.usage.removed(*id);
                 self.shared.untrack(*id);
                 self.garbage.add(*id, [u64::MAX; 3]);
@@ -574,6 +583,7 @@ impl Writer {
         })();
         match result {
             Ok(starts) => {
+                self.shared.feed.forgot();
                 for (id, s) in starts {
                     self.usage.cleared(id, s);
                     self.shared.publish_starts(id, s);

@@ -81,7 +81,7 @@ fn imported_modules(text: &str) -> std::collections::BTreeSet<String> {
 const DAEMON_LAYERS: &[&[&str]] = &[
     &["domain", "config", "sys", "ansi", "osc", "profiles"],
     &["screen", "store"],
-    &["agents", "doctor", "upgrade"],
+    &["agents", "doctor", "search", "upgrade"],
     &["proc"],
     &["error", "reads", "registry", "sends"],
     &["daemon", "waits"],
