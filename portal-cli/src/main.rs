@@ -18,6 +18,7 @@ mod export;
 mod fmt;
 mod output;
 mod procs;
+mod search;
 mod service;
 mod sigpipe;
 mod waits;
@@ -189,6 +190,9 @@ enum Command {
     Export(export::ExportArgs),
     /// Play a process's output in this terminal at the pace it was printed.
     Replay(export::ReplayArgs),
+    /// Find lines by their words in every process's output and input, with
+    /// the process, stream and time of each (exit 1 when none match).
+    Grep(search::GrepArgs),
     /// Connect standard input and output to portald, starting it if needed:
     /// the remote end of `--host ssh://…` (clients run it over ssh).
     DialStdio {
@@ -548,6 +552,7 @@ async fn run(mut cli: Cli) -> Outcome {
         Command::Demo => procs::demo(&client).await,
         Command::Export(args) => export::export(&client, args).await,
         Command::Replay(args) => export::replay(&client, args).await,
+        Command::Grep(args) => search::grep(&client, args).await,
         Command::Service(_) | Command::Daemon(_) | Command::Emit(_) | Command::DialStdio { .. } => {
             Ok(())
         }

@@ -680,6 +680,76 @@ async fn the_doctor_moves_a_damaged_database_aside_and_salvages_it() {
     assert!(out.contains("is damaged") && out.contains("fresh database"), "{out}");
 }
 
+#[tokio::test]
+async fn grep_finds_lines_across_processes_survives_a_restart_and_forgets_cleared_output() {
+    let dir = test_dir();
+    let config = config_in(dir.path());
+    let s = config.socket.clone();
+    let (task, shutdown) = serve_in(&config);
+    let client = portal_proto::client::Client::connect(&s).await.unwrap();
+    let mut rpc = client.rpc();
+    let web = start_pipes(
+        &mut rpc,
+        "sh",
+        &["-c", "echo booting; echo 'listening on 8080'; echo 'ERROR: upstream timeout' >&2"],
+    )
+    .await;
+    let db =
+        start_pipes(&mut rpc, "sh", &["-c", "echo 'checkpoint complete'; echo 'upstream fine'"])
+            .await;
+    let py = start_pty(&mut rpc, "python3", &["-q"], 24, 80).await;
+    wait_exit(&mut rpc, web.id).await;
+    wait_exit(&mut rpc, db.id).await;
+    ok(&cli(&s, &["wait", &py.id.to_string()]).await);
+    ok(&cli(&s, &["run", &py.id.to_string(), "--", "print('needle' + 'haystack')"]).await);
+
+    // One process of three printed it.
+    let out = ok(&cli(&s, &["grep", "timeout"]).await);
+    assert_eq!(out.lines().count(), 1, "{out}");
+    assert!(
+        out.starts_with(&format!("{} stderr ", web.id))
+            && out.ends_with(": ERROR: upstream timeout\n"),
+        "{out}"
+    );
+    // Streams: the word is on stderr of one and stdout of another.
+    let out = ok(&cli(&s, &["grep", "upstream", "--stream", "stdout"]).await);
+    assert!(out.contains("upstream fine") && !out.contains("timeout"), "{out}");
+    // What was typed is searched too, and the output it printed.
+    let typed = ok(&cli(&s, &["grep", "needle", "--stream", "stdin", "--json"]).await);
+    let hit: Value = serde_json::from_str(typed.lines().next().unwrap()).unwrap();
+    assert_eq!((hit["proc"].as_u64(), hit["stream"].as_str()), (Some(py.id), Some("stdin")));
+    assert!(ok(&cli(&s, &["grep", "needlehaystack"]).await).contains("stdout"));
+    // Time bounds: everything was printed within the hour, nothing before.
+    ok(&cli(&s, &["grep", "booting", "--since", "1h"]).await);
+    let none = cli(&s, &["grep", "booting", "--until", "1h"]).await;
+    assert_eq!((none.status.code(), stdout(&none)), (Some(1), String::new()));
+    // Context lines and a phrase.
+    let out = ok(&cli(&s, &["grep", "\"listening on\"", "-C", "1"]).await);
+    assert!(out.contains("- booting\n") && out.contains(": listening on 8080\n"), "{out}");
+    // Bad input says what is wrong.
+    let bad = cli(&s, &["grep", "x", "--regex", "(unclosed"]).await;
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("regex"), "{bad:?}");
+
+    // A restart keeps the index (and a lost one is rebuilt from the log).
+    drop(rpc);
+    drop(client);
+    shutdown.cancel();
+    bounded("shutdown", task).await.unwrap().unwrap();
+    std::fs::remove_file(config.data_dir.join("portal.search.db")).unwrap();
+    let (task, shutdown) = serve_in(&config);
+    let out = ok(&cli(&s, &["grep", "timeout"]).await);
+    assert!(out.contains("ERROR: upstream timeout"), "{out}");
+
+    // Cleared output is not found again; other processes' still is.
+    ok(&cli(&s, &["clear", &web.id.to_string()]).await);
+    let gone = cli(&s, &["grep", "timeout"]).await;
+    assert_eq!(gone.status.code(), Some(1), "{}", stdout(&gone));
+    ok(&cli(&s, &["grep", "checkpoint"]).await);
+    kill_what_outlives(&s);
+    shutdown.cancel();
+    bounded("shutdown", task).await.unwrap().unwrap();
+}
+
 /// asciinema from `tests/asciinema/.venv` (`.ci/run` installs it), or why
 /// not: a skip outside CI, a failure under `CI=true`.
 fn asciinema() -> Option<PathBuf> {

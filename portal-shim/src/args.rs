@@ -41,8 +41,8 @@ pub(crate) struct StartArgs {
     /// Terminal columns (default 80).
     #[serde(default)]
     pub(crate) cols: Option<u32>,
-    /// Wait in this call: "input" (its first prompt), "exit" (a one-shot
-    /// command's output and exit code) or a text to wait for.
+    /// Wait here for "input" (its first prompt), "exit" (a one-shot's output
+    /// and exit code) or a text.
     #[serde(default)]
     pub(crate) wait: Option<String>,
     /// Timeout of wait, ms (default 30000, at most ~50000).
@@ -110,7 +110,7 @@ fn default_zero() -> u64 {
 fn proc_ref(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
     schemars::json_schema!({
         "anyOf": [{"type": "integer"}, {"type": "string"}],
-        "description": "Process id or name."
+        "description": "Id or name."
     })
 }
 
@@ -149,6 +149,45 @@ pub(crate) struct ReadArgs {
     pub(crate) max_bytes: Option<u64>,
 }
 
+/// Which streams a search looks in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub(crate) enum SearchSource {
+    All,
+    Output,
+    Stdout,
+    Stderr,
+    Stdin,
+}
+
+fn default_search_source() -> SearchSource {
+    SearchSource::All
+}
+
+/// Arguments of `process_search`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct SearchArgs {
+    /// Words on one line (any case); "a phrase", prefix*.
+    pub(crate) query: String,
+    /// Regex the line must match too.
+    #[serde(default)]
+    pub(crate) regex: Option<String>,
+    /// Only this process.
+    #[serde(default)]
+    #[schemars(schema_with = "proc_ref")]
+    pub(crate) id: Option<u64>,
+    /// output: stdout+stderr; stdin: typed input.
+    #[serde(default = "default_search_source")]
+    pub(crate) source: SearchSource,
+    /// Only the last N seconds.
+    #[serde(default)]
+    pub(crate) since_s: Option<u64>,
+    /// next_page of a previous call.
+    #[serde(default)]
+    pub(crate) page: Option<String>,
+}
+
 /// Arguments of `process_read_new`.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -158,8 +197,7 @@ pub(crate) struct ReadNewArgs {
     /// Which output; both keeps their order.
     #[serde(default = "default_new_source")]
     pub(crate) source: NewSource,
-    /// Your own cursor: read after it and leave the shared one alone (when
-    /// several agents follow one process).
+    /// Your own cursor: read after it, the shared one untouched.
     #[serde(default)]
     pub(crate) cursor: Option<String>,
     /// Page size (default 65536, at most 1048576; the newest is kept).
@@ -207,10 +245,10 @@ pub(crate) struct NoArgs {}
 pub(crate) struct ScreenArgs {
     #[schemars(schema_with = "proc_ref")]
     pub(crate) id: u64,
-    /// Resize to this many columns first.
+    /// Resize first.
     #[serde(default)]
     pub(crate) cols: Option<u32>,
-    /// Resize to this many rows first.
+    /// Resize first.
     #[serde(default)]
     pub(crate) rows: Option<u32>,
 }
@@ -229,7 +267,7 @@ pub(crate) struct QueryArgs {
 pub(crate) struct RecordArgs {
     pub(crate) program: String,
     pub(crate) needs_pty: bool,
-    /// E.g. flag-dependent caveats; replaces the stored notes when given.
+    /// Replaces the stored notes when given.
     #[serde(default)]
     pub(crate) notes: Option<String>,
 }
@@ -254,13 +292,13 @@ pub(crate) struct Until {
     /// Patterns that end it early as a failure, e.g. ["error:"].
     #[serde(default)]
     pub(crate) stop: Vec<String>,
-    /// End after this many ms without output (quiet is not success).
+    /// End after this many quiet ms (quiet is not success).
     #[serde(default)]
     pub(crate) settle_ms: Option<u32>,
     /// End once the screen is unchanged for settle_ms (spinners).
     #[serde(default = "default_false")]
     pub(crate) screen_stable: bool,
-    /// Default 30000; above ~50000 is lowered (the result says so).
+    /// Default 30000; above ~50000 is lowered.
     #[serde(default)]
     pub(crate) timeout_ms: Option<u64>,
     /// End after this many bytes; also caps the output (default 131072).
@@ -269,8 +307,8 @@ pub(crate) struct Until {
     /// Include the rendered screen.
     #[serde(default = "default_false")]
     pub(crate) snapshot: bool,
-    /// End when it waits for input (default: true unless pattern, settle_ms
-    /// or screen_stable is given).
+    /// End when it waits for input (default unless pattern, settle_ms or
+    /// screen_stable).
     #[serde(default)]
     pub(crate) on_input: Option<bool>,
     /// Full-screen programs: return the output stream, not the screen.
@@ -284,8 +322,8 @@ pub(crate) struct Until {
 pub(crate) struct WaitArgs {
     #[schemars(schema_with = "proc_ref")]
     pub(crate) id: u64,
-    /// Start here (default: where the last read_new, wait or run stopped,
-    /// which this call then moves).
+    /// Start here (default: where the last read_new, wait or run stopped;
+    /// this call moves it).
     #[serde(default)]
     pub(crate) cursor: Option<String>,
     /// Which output; both keeps their order.
@@ -400,7 +438,7 @@ pub(crate) struct AgentListArgs {
 #[derive(Debug, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct AgentWatchArgs {
-    /// From the previous agent_watch (default: changes from now on).
+    /// From the last agent_watch (default: from now).
     #[serde(default)]
     pub(crate) cursor: Option<u64>,
     /// Default 30000, at most ~50000.
@@ -456,7 +494,7 @@ pub(crate) struct AgentSendArgs {
     pub(crate) wait_ready: bool,
     #[serde(default = "default_true")]
     pub(crate) enter: bool,
-    /// Idempotency key: the same key never types twice.
+    /// Idempotency key.
     #[serde(default)]
     pub(crate) key: Option<String>,
     /// For readiness, ms.

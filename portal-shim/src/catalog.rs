@@ -10,12 +10,12 @@ use schemars::JsonSchema;
 
 use crate::args::{
     AgentHooksArgs, AgentListArgs, AgentSendArgs, AgentWaitArgs, AgentWatchArgs, IdArgs, NoArgs,
-    QueryArgs, ReadArgs, ReadNewArgs, RecordArgs, RunArgs, ScreenArgs, SendKeysArgs, SignalArgs,
-    StartArgs, Until, WaitArgs, WriteArgs,
+    QueryArgs, ReadArgs, ReadNewArgs, RecordArgs, RunArgs, ScreenArgs, SearchArgs, SendKeysArgs,
+    SignalArgs, StartArgs, Until, WaitArgs, WriteArgs,
 };
 use crate::results::{
     AgentOutcomes, AgentsListed, AgentsWatched, Done, HooksReported, Inspected, KeysSent,
-    KilledAll, Listed, Output, Program, Screen, Signalled, Started, Waited, Written,
+    KilledAll, Listed, Output, Program, Screen, Searched, Signalled, Started, Waited, Written,
 };
 use crate::schema::{Side, portable};
 
@@ -75,21 +75,23 @@ macro_rules! tool_rows {
     ($then:ident) => {
         $then! {
             ProcessStart = "process_start", Process, OpenWorld, start(StartArgs) -> Started,
-                "Start a program (exec'd, no shell) on a PTY or on pipes; it lives on in portald across client restarts. Returns id, status and a cursor; then process_run to type commands.";
+                "Start a program (exec'd, no shell) on a PTY or on pipes; it outlives client restarts. Returns id, status and a cursor; then process_run to type commands.";
             ProcessRead = "process_read", Process, ReadOnly, read(ReadArgs) -> Output,
-                "Read output of the last `duration` (default 1 s; 10 s for a hang check), or forward from a `cursor`. Escapes removed; returns text, a next cursor and how many bytes were left out (windows keep the newest). Moves no cursor.";
+                "Output of the last `duration` (default 1 s), or forward from a `cursor`, escapes removed, with the next cursor and bytes left out (windows keep the newest). Moves no cursor.";
             ProcessReadNew = "process_read_new", Process, Cursor, read_new(ReadNewArgs) -> Output,
-                "Read output since the last process_read_new, process_wait or process_run (or since your `cursor`). Escapes removed; returns text, the next cursor and, if the page was cut, a cursor for process_read to page through the omitted part.";
+                "Output since the last read_new, wait or run (or your `cursor`), escapes removed, with the next cursor and, if cut, a cursor to page the rest with process_read.";
+            ProcessSearch = "process_search", Process, ReadOnly, search(SearchArgs) -> Searched,
+                "Find lines by their words in all logged output and input, every process, ended ones too; newest first, 20 a page, each with a cursor for process_read.";
             ProcessWrite = "process_write", Process, OpenWorld, write(WriteArgs) -> Written,
                 "Write text verbatim to the program's input, no newline added. Prefer process_run to type a command and get its result.";
             ProcessSignal = "process_signal", Process, Destructive, signal(SignalArgs) -> Signalled,
-                "Send a signal to the program's process group, exactly as asked. To interrupt a PTY program, writing \"\\u0003\" usually suffices.";
+                "Signal the program's process group, exactly as asked. Writing \"\\u0003\" interrupts most PTY programs.";
             ProcessList = "process_list", Process, ReadOnly, list(NoArgs) -> Listed,
-                "List every process (running and ended) with id, name, status, input_state (running, awaiting_input, awaiting_secret, idle, exited), exit, idle time and bytes.";
+                "Every process, running and ended: id, name, status, input_state (running, awaiting_input, awaiting_secret, idle, exited), exit, idle, bytes.";
             ProcessInspect = "process_inspect", Process, ReadOnly, inspect(IdArgs) -> Inspected,
-                "One process in full: command, args, cwd, env overrides, status, input_state (asked of the kernel now), exit, timeout, idle time, bytes.";
+                "One process in full: command, args, cwd, env, status, input_state (asked of the kernel now), exit, timeout, idle time, bytes.";
             ProcessKill = "process_kill", Process, Destructive, kill(IdArgs) -> Inspected,
-                "SIGKILL the process and everything it started. Output and screen are kept; a recorded exit is never overwritten.";
+                "SIGKILL the process and all it started; output and screen are kept.";
             ProcessKillAll = "process_kill_all", Process, Destructive, kill_all(NoArgs) -> KilledAll,
                 "Kill every running process tree (output kept). Returns the ids killed.";
             ProcessClear = "process_clear", Process, Destructive, clear(IdArgs) -> Done,
@@ -97,13 +99,13 @@ macro_rules! tool_rows {
             ProcessCleanup = "process_cleanup", Process, Destructive, cleanup(IdArgs) -> Done,
                 "Forget an ended process: record, output and screen.";
             ProcessScreen = "process_screen", Process, ReadOnly, screen(ScreenArgs) -> Screen,
-                "What a PTY program's terminal shows now: lines, cursor, and whether a full-screen program (vim, less, htop) is on the alternate screen. For TUIs instead of raw output; works after exit.";
+                "What a PTY program's terminal shows now: lines, cursor, and whether a TUI (vim, less, htop) is on the alternate screen. Works after exit.";
             ProcessWait = "process_wait", Waits, Cursor, wait(WaitArgs) -> Waited,
-                "Block until the first of: the program waits for input (default; reason input_requested with its `prompt`), `pattern` or a `stop` pattern appears, output settles, the screen is stable, it exits, or the timeout. Returns reason, new output, cursor and a hint. A timeout is a result: call again. Wait, don't poll.";
+                "Block until the first of: the program waits for input (default; reason input_requested with its `prompt`), `pattern` or a `stop` pattern appears, output settles, the screen is stable, it exits, or the timeout. A timeout is a result: call again. Wait, don't poll.";
             ProcessRun = "process_run", Waits, OpenWorld, run(RunArgs) -> Waited,
-                "Type `input` and Enter, then wait as process_wait does (same options) and return the result without echo or prompt: when the program asks for input again (`prompt`; awaiting_secret for passwords) or exits, never early on a busy one. In Portal's bash: when the command finished, with command_exit_code. Full-screen programs return their screen.";
+                "Type `input` and Enter, then wait as process_wait does (same options); returns the result without echo or prompt once the program asks for input again (`prompt`; awaiting_secret for passwords) or exits, never early on a busy one. Portal's bash: when the command ends, with command_exit_code. TUIs return their screen.";
             ProcessSendKeys = "process_send_keys", Process, OpenWorld, send_keys(SendKeysArgs) -> KeysSent,
-                "Press keys and type text in order, paced, like tmux send-keys: [\"Escape\", \":q!\", \"Enter\"], [\"C-c\"], [\"Up\", \"Enter\"]. Keys: Enter Tab Escape Backspace Space Up Down Left Right Home End PageUp PageDown Delete F1-F12 C-a..C-z M-x; other strings are typed as text ({\"text\": \"Enter\"} types the word).";
+                "Press keys and type text in order, paced, like tmux send-keys: [\"Escape\", \":q!\", \"Enter\"], [\"C-c\"]. Keys: Enter Tab Escape Backspace Space Up Down Left Right Home End PageUp PageDown Delete F1-F12 C-a..C-z M-x; other strings are typed as text ({\"text\": \"Enter\"} types the word).";
             AgentList = "agent_list", Agents, ReadOnly, agent_list(AgentListArgs) -> AgentsListed,
                 "Coding agents (Claude Code, Codex...) in Portal's terminals, most urgent first, with state (awaiting_input, done, running, idle, unknown, exited), reason, source (hooks are exact) and any dialog on screen.";
             AgentWatch = "agent_watch", Agents, ReadOnly, agent_watch(AgentWatchArgs) -> AgentsWatched,
@@ -111,9 +113,9 @@ macro_rules! tool_rows {
             AgentWait = "agent_wait", Agents, ReadOnly, agent_wait(AgentWaitArgs) -> AgentOutcomes,
                 "Wait until agents reach a state (default awaiting_input, done or idle). Per agent: reached, timeout, exited or vanished. A timeout is a result: call again.";
             AgentSend = "agent_send", Agents, OpenWorld, agent_send(AgentSendArgs) -> AgentOutcomes,
-                "Type a prompt into agents once each is ready, then Enter. Refused while an agent shows a dialog (answer it with process_send_keys). With `key`, a retry never types twice.";
+                "Type a prompt into agents once each is ready, then Enter. Refused while a dialog shows (answer it with process_send_keys). With `key`, a retry never types twice.";
             AgentHooks = "agent_hooks", Agents, Mutating, agent_hooks(AgentHooksArgs) -> HooksReported,
-                "Report or install (idempotent, other settings untouched) the hooks through which Claude Code and Codex report exact states. Codex also asks the user to trust them in /hooks.";
+                "Report or install (idempotent, other settings untouched) the hooks through which Claude Code and Codex report exact states (Codex asks the user to trust them in /hooks).";
             ProgramQuery = "program_query", Registry, ReadOnly, program_query(QueryArgs) -> Program,
                 "Whether a program needs a PTY, and notes on driving it, from the shared registry (common programs are known).";
             ProgramRecord = "program_record", Registry, Mutating, program_record(RecordArgs) -> Program,

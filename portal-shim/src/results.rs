@@ -188,6 +188,41 @@ pub(crate) struct Output {
     pub(crate) typed_by: Vec<TypedBy>,
 }
 
+/// `process_search` result.
+#[derive(Debug, Serialize, JsonSchema)]
+pub(crate) struct Searched {
+    /// Matching lines, newest first.
+    pub(crate) hits: Vec<SearchHit>,
+    /// Pass as `page` for more.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) next_page: Option<String>,
+    /// Output not indexed yet, so not searched.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub(crate) unindexed_bytes: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+/// A matching line.
+#[derive(Debug, Serialize, JsonSchema)]
+pub(crate) struct SearchHit {
+    /// Process id.
+    pub(crate) id: u64,
+    /// Its name, if it has one.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub(crate) name: String,
+    /// stdout, stderr or stdin.
+    pub(crate) source: String,
+    /// When it was printed (UTC).
+    pub(crate) time: String,
+    /// The line.
+    pub(crate) line: String,
+    /// process_read with this cursor and source reads from a few lines before it.
+    pub(crate) cursor: String,
+}
+
 /// Who typed the input from `offset` on (an MCP client through a shim, a
 /// portal-cli command, an attached terminal, an agent send).
 #[derive(Debug, Serialize, JsonSchema)]
@@ -443,6 +478,37 @@ pub(crate) fn cursor_string(c: Option<&pb::Cursor>) -> String {
         })
         .collect::<Vec<_>>()
         .join(",")
+}
+
+/// A search's answer as text: a line per hit, then how to go on.
+pub(crate) fn search_text(s: &Searched, query: &str) -> String {
+    let mut out = String::new();
+    if s.hits.is_empty() {
+        out.push_str(&format!("No line matches {query:?}.\n"));
+    }
+    for h in &s.hits {
+        let name = if h.name.is_empty() { String::new() } else { format!(" ({})", h.name) };
+        out.push_str(&format!(
+            "{}{name} {} {} [{}] {}\n",
+            h.id, h.source, h.time, h.cursor, h.line
+        ));
+    }
+    if let Some(h) = s.hits.first() {
+        out.push_str(&format!(
+            "Read around a hit: process_read(id={}, source=\"{}\", cursor=\"{}\").\n",
+            h.id, h.source, h.cursor
+        ));
+    }
+    if let Some(p) = &s.next_page {
+        out.push_str(&format!("More (older) hits: the same search with page=\"{p}\".\n"));
+    }
+    if s.unindexed_bytes > 0 {
+        out.push_str(&format!(
+            "Not searched yet: {} bytes of newest output (still being indexed); search again shortly.\n",
+            s.unindexed_bytes
+        ));
+    }
+    out
 }
 
 /// Parses a cursor string; a bare number is a stdout offset.

@@ -167,6 +167,7 @@ async fn lists_every_tool_with_schemas_and_annotations() {
             "process_read_new",
             "process_run",
             "process_screen",
+            "process_search",
             "process_send_keys",
             "process_signal",
             "process_start",
@@ -373,6 +374,46 @@ async fn big_output_is_bounded_and_pageable() {
     assert_eq!(s["output"], json!("1\n2\n3\n4\n"));
     let err = shim.err("process_read", json!({"id": id, "max_bytes": 100_000_000})).await;
     assert!(err.contains("max_bytes"), "{err}");
+    d.stop().await;
+}
+
+#[tokio::test]
+async fn process_search_finds_the_line_and_its_cursor_reads_around_it() {
+    let (d, shim) = with_daemon().await;
+    let mut rpc = d.rpc();
+    let script = "for i in 1 2 3 4 5; do echo step $i; done; echo 'FATAL: disk quota exceeded' >&2; echo after";
+    let (_, s) = shim
+        .ok("process_start", json!({"command": "sh", "args": ["-c", script], "name": "job"}))
+        .await;
+    let job = s["process"]["id"].as_u64().unwrap();
+    let (_, s) =
+        shim.ok("process_start", json!({"command": "sh", "args": ["-c", "echo quota fine"]})).await;
+    let other = s["process"]["id"].as_u64().unwrap();
+    wait_exit(&mut rpc, job).await;
+    wait_exit(&mut rpc, other).await;
+    let (text, s) = shim.ok("process_search", json!({"query": "quota exceeded"})).await;
+    let hits = s["hits"].as_array().unwrap();
+    assert_eq!(hits.len(), 1, "{s}");
+    assert_eq!(hits[0]["id"], json!(job));
+    assert_eq!(hits[0]["name"], json!("job"));
+    assert_eq!(hits[0]["source"], json!("stderr"));
+    assert_eq!(hits[0]["line"], json!("FATAL: disk quota exceeded"));
+    assert!(text.contains("process_read(id="), "{text}");
+    // One word, two processes; one process asked for.
+    let (_, s) = shim.ok("process_search", json!({"query": "quota", "id": "job"})).await;
+    assert_eq!(s["hits"].as_array().unwrap().len(), 1, "{s}");
+    let (_, s) = shim.ok("process_search", json!({"query": "step", "source": "stderr"})).await;
+    assert!(s["hits"].as_array().unwrap().is_empty(), "{s}");
+    // Newest first, and the cursor reads from a few lines before the hit.
+    let (_, s) = shim.ok("process_search", json!({"query": "step"})).await;
+    let hit = &s["hits"][0];
+    assert_eq!(hit["line"], json!("step 5"), "{s}");
+    let (_, r) = shim
+        .ok("process_read", json!({"id": job, "source": hit["source"], "cursor": hit["cursor"]}))
+        .await;
+    assert_eq!(r["output"], json!("step 2\nstep 3\nstep 4\nstep 5\nafter\n"), "{r}");
+    let e = shim.err("process_search", json!({"query": "::"})).await;
+    assert!(e.contains("has no words"), "{e}");
     d.stop().await;
 }
 

@@ -40,6 +40,8 @@ await call("process_write", { id: "pipes", content: "hi\n" });
 await call("process_wait", { id: "pipes", pattern: "got hi", timeout_ms: 10000 });
 await call("process_read", { id: "pipes", duration: 60, unit: "s" });
 await call("process_read_new", { id: "pipes" });
+const found = await call("process_search", { query: "got hi", source: "output" });
+if (found.hits?.[0]?.line !== "got hi") throw new Error(`process_search: ${JSON.stringify(found)}`);
 await call("process_list", {});
 await call("process_inspect", { id: "pipes" });
 await call("process_signal", { id: "pipes", signal: "TERM" });

@@ -2,18 +2,18 @@
 //! every handler shares (the daemon call, argument parsing, results,
 //! progress). The handlers, one function per tool that converts arguments,
 //! calls `portald` and renders the answer, are by area: `process`, `waits`,
-//! `agents`, `registry`; the tools themselves are described in `catalog.rs`. The shim holds no process state: everything lives in the
+//! `search`, `agents`, `registry`; the tools themselves are described in `catalog.rs`. The shim holds no process state: everything lives in the
 //! daemon, so a restarted shim sees it all.
 
 use crate::args::{
     AgentHooksArgs, AgentListArgs, AgentSendArgs, AgentWaitArgs, AgentWatchArgs, IdArgs, NoArgs,
-    QueryArgs, ReadArgs, ReadNewArgs, RecordArgs, RunArgs, ScreenArgs, SendKeysArgs, SignalArgs,
-    StartArgs, WaitArgs, WriteArgs,
+    QueryArgs, ReadArgs, ReadNewArgs, RecordArgs, RunArgs, ScreenArgs, SearchArgs, SendKeysArgs,
+    SignalArgs, StartArgs, WaitArgs, WriteArgs,
 };
 use crate::catalog::{ToolId, tool_rows};
 use crate::results::{
     AgentOutcomes, AgentsListed, AgentsWatched, Done, HooksReported, Inspected, KeysSent,
-    KilledAll, Listed, Output, Program, Screen, Signalled, Started, Waited, Written,
+    KilledAll, Listed, Output, Program, Screen, Searched, Signalled, Started, Waited, Written,
 };
 use crate::schema::without_nulls;
 use crate::surface::Surface;
@@ -35,6 +35,7 @@ use serde::de::DeserializeOwned;
 mod agents;
 mod process;
 mod registry;
+mod search;
 mod waits;
 
 use crate::errors::{error_text, in_tool_terms};

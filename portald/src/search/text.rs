@@ -71,7 +71,7 @@ fn words(text: &str) -> Vec<String> {
 pub(crate) enum QueryError {
     /// Nothing to look up in the index.
     #[error(
-        "the query {0:?} has no words: search finds lines by their words (letters and digits); give a word the line contains, and --regex for punctuation (e.g. \"failed\" with regex \"failed: [0-9]+\")"
+        "the query {0:?} has no words: search finds lines by their words (letters and digits); give a word the line contains, and add a regex for punctuation (e.g. \"failed\" with the regex \"failed: [0-9]+\")"
     )]
     NoWords(String),
     /// A quote was opened and never closed.

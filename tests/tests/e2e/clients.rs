@@ -126,7 +126,7 @@ async fn inspector_strict_finds_nothing_to_fix_and_every_tool_answers() {
     assert!(!stderr.contains("tool \""), "schema problems reported:\n{stderr}");
     let names: Vec<&str> =
         list["tools"].as_array().unwrap().iter().filter_map(|t| t["name"].as_str()).collect();
-    assert_eq!(names.len(), 22, "{names:?}");
+    assert_eq!(names.len(), 23, "{names:?}");
 
     let calls: &[(&str, &[&str])] = &[
         ("program_query", &["program=psql"]),
@@ -139,6 +139,7 @@ async fn inspector_strict_finds_nothing_to_fix_and_every_tool_answers() {
         ("process_send_keys", &["id=tty", "keys=[\"Escape\",\":q!\",\"Enter\"]"]),
         ("process_read", &["id=sh", "duration=60", "unit=s"]),
         ("process_read_new", &["id=tty"]),
+        ("process_search", &["query=again"]),
         ("process_screen", &["id=tty"]),
         ("process_list", &[]),
         ("process_inspect", &["id=sh"]),
