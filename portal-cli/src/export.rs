@@ -1,6 +1,7 @@
 //! `export` and `replay`: a process's log as a recording. `export` writes
 //! asciicast v2 (what `asciinema play` plays: output events `o`, input
-//! events `i`, times from the log's timestamps) or a plain transcript with
+//! events `i`, resizes `r`, a marker `m` naming who typed wherever the
+//! typist changes, times from the log's timestamps) or a plain transcript with
 //! the input interleaved; `replay` plays the output in this terminal at its
 //! own pace.
 //!
@@ -168,7 +169,8 @@ impl Utf8Carry {
     }
 }
 
-/// One event of a recording: seconds from its start, `o` or `i`, text.
+/// One event of a recording: seconds from its start, its kind (`o` output,
+/// `i` input, `r` resize, `m` marker), text.
 struct Event {
     at: f64,
     kind: &'static str,
@@ -204,22 +206,29 @@ fn cast(h: &History) -> (serde_json::Value, Vec<Event>) {
     #[allow(clippy::cast_precision_loss, reason = "seconds of a recording, to the µs")]
     let seconds = |ts: i64| (ts - start).max(0) as f64 / 1e9;
     let mut last = 0.0;
-    let mut events: Vec<Event> = records
-        .iter()
-        .filter_map(|r| {
-            let (kind, slot) = match r.stream() {
-                pb::Stream::Stdin => ("i", 0),
-                pb::Stream::Stderr => ("o", 2),
-                _ => ("o", 1),
-            };
-            let mut text = carries[slot].push(&r.data);
-            if pipes && kind == "o" {
-                text = text.replace("\r\n", "\n").replace('\n', "\r\n");
-            }
-            last = seconds(r.ts_ns);
-            (!text.is_empty()).then_some(Event { at: last, kind, text })
-        })
-        .collect();
+    let mut typist = "";
+    let mut events: Vec<Event> = Vec::with_capacity(records.len());
+    for r in records {
+        let (kind, slot) = match r.stream() {
+            pb::Stream::Stdin => ("i", 0),
+            pb::Stream::Stderr => ("o", 2),
+            _ => ("o", 1),
+        };
+        let mut text = carries[slot].push(&r.data);
+        if pipes && kind == "o" {
+            text = text.replace("\r\n", "\n").replace('\n', "\r\n");
+        }
+        last = seconds(r.ts_ns);
+        // Who typed the input: a marker (`m`, which players list and skip
+        // to) wherever the typist changes.
+        if kind == "i" && !r.origin.is_empty() && r.origin != typist {
+            typist = &r.origin;
+            events.push(Event { at: last, kind: "m", text: format!("input from {typist}") });
+        }
+        if !text.is_empty() {
+            events.push(Event { at: last, kind, text });
+        }
+    }
     for r in h.resizes.iter().filter(|r| (start..=h.until_ns).contains(&r.ts_ns)) {
         if let Some(to) = r.to {
             let text = format!("{}x{}", to.cols, to.rows);

@@ -792,6 +792,14 @@ async fn export_writes_a_recording_asciinema_plays_and_a_transcript() {
         events.iter().filter(|e| e[1] == "o").map(|e| e[2].as_str().unwrap()).collect();
     assert_eq!(played.as_bytes(), raw.as_slice(), "the output events are the log's bytes");
     assert!(events.iter().any(|e| e[1] == "i" && e[2].as_str().unwrap().contains("print(")));
+    let typed = events.iter().position(|e| e[1] == "i").unwrap();
+    assert!(
+        typed > 0
+            && events[typed - 1][1] == "m"
+            && events[typed - 1][2].as_str().unwrap().starts_with("input from portal-cli run ("),
+        "a marker names who typed: {:?}",
+        &events[typed.saturating_sub(1)]
+    );
     assert_eq!(
         events.iter().filter(|e| e[1] == "r").map(|e| e[2].as_str().unwrap()).collect::<Vec<_>>(),
         ["70x12"],

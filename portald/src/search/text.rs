@@ -113,9 +113,13 @@ impl Term {
         })
     }
 
-    fn fts(&self) -> String {
-        let phrase = format!("\"{}\"", self.words.join(" "));
-        if self.prefix { format!("{phrase} *") } else { phrase }
+    /// Its words for the index, which keeps no positions: each word must be
+    /// in the segment; [`Term::found_in`] checks the order on the line.
+    fn fts(&self) -> impl Iterator<Item = String> + '_ {
+        let last = self.words.len() - 1;
+        self.words.iter().enumerate().map(move |(i, w)| {
+            if self.prefix && i == last { format!("\"{w}\" *") } else { format!("\"{w}\"") }
+        })
     }
 }
 
@@ -172,11 +176,12 @@ impl Query {
         Ok(Self { terms, regex })
     }
 
-    /// The FTS5 expression that finds the segments holding every term (not
-    /// necessarily on one line: [`Query::matches`] checks each line).
+    /// The FTS5 expression that finds the segments holding every word (not
+    /// necessarily on one line, nor in order: [`Query::matches`] checks
+    /// each line).
     pub(crate) fn fts(&self) -> String {
-        let terms: Vec<String> = self.terms.iter().map(Term::fts).collect();
-        format!("text : ({})", terms.join(" AND "))
+        let words: Vec<String> = self.terms.iter().flat_map(Term::fts).collect();
+        format!("text : ({})", words.join(" AND "))
     }
 
     /// Whether one line (as [`lines`] gives it) matches.
@@ -216,7 +221,7 @@ mod tests {
     #[test]
     fn words_phrases_and_prefixes_match_on_one_line() {
         let q = Query::parse("connection \"refused by\" serv*", None).unwrap();
-        assert_eq!(q.fts(), "text : (\"connection\" AND \"refused by\" AND \"serv\" *)");
+        assert_eq!(q.fts(), "text : (\"connection\" AND \"refused\" AND \"by\" AND \"serv\" *)");
         assert!(q.matches("Connection REFUSED by server 10.0.0.1"));
         assert!(!q.matches("connection refused it by server"), "a phrase is consecutive words");
         assert!(!q.matches("refused by server"), "every term must be there");
@@ -226,7 +231,7 @@ mod tests {
     #[test]
     fn punctuation_splits_words_as_the_index_does() {
         let q = Query::parse("foo_bar.baz", None).unwrap();
-        assert_eq!(q.fts(), "text : (\"foo bar baz\")");
+        assert_eq!(q.fts(), "text : (\"foo\" AND \"bar\" AND \"baz\")");
         assert!(q.matches("call foo_bar.baz()"));
         assert!(q.matches("FOO-BAR baz"));
         assert!(Query::parse("\"exit code\"*", None).unwrap().matches("exit codes: 3"));
