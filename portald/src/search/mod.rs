@@ -73,7 +73,8 @@ impl SearchIndex {
             // Still opening (or rebuilding the file): nothing to read yet.
             return Ok(Answer {
                 found: Found::default(),
-                unindexed_bytes: self.state.pending().max(1),
+                // Nothing is indexed yet: the whole log is unsearched.
+                unindexed_bytes: store.health().retained.max(self.state.pending()),
                 index_error: self.state.error(),
             });
         }

@@ -202,6 +202,14 @@ async fn a_real_full_disk_trims_keeps_the_newest_output_and_the_exit() {
     // Under heavy load a burst can still outrun the trimming; whatever is
     // dropped is counted, and never more than the burst could not fit.
     assert!(i.log_bytes_dropped < 150_000_000 / 2, "most output was dropped: {i:?}");
+    // The index never takes the room the log needs: it waits, and search
+    // says why it finds nothing.
+    let searched = rpc
+        .search(pb::SearchRequest { query: "LAST".into(), ..Default::default() })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(searched.index_error.contains("nearly full"), "{searched:?}");
     drop(rpc);
     drop(client);
     shutdown.cancel();
