@@ -182,6 +182,7 @@ pub(crate) async fn read(client: &Client, a: ReadArgs) -> Outcome {
     }
     let mut from = next;
     let mut rpc = rpc;
+    let remote = matches!(crate::TARGET.get(), Some(portal_proto::hosts::Target::Remote(_)));
     loop {
         let req = pb::FollowRequest {
             proc: proc_ref(&a.proc),
@@ -201,7 +202,11 @@ pub(crate) async fn read(client: &Client, a: ReadArgs) -> Outcome {
         loop {
             let ev = match events.message().await {
                 Ok(Some(ev)) => ev,
-                // The daemon stopped: the follow ends with it.
+                // The daemon stopped: the follow ends with it. Over ssh a
+                // stream that ends without the process's exit is the
+                // connection dropping: follow on (a daemon that really
+                // stopped reports the process ended once reached again).
+                Ok(None) if remote => break,
                 Ok(None) => return Ok(()),
                 // Upgraded in place or restarted after a crash: the program
                 // runs on; continue exactly after the last byte shown.

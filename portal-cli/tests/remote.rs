@@ -198,9 +198,10 @@ async fn a_dropped_ssh_connection_mid_wait_is_a_retryable_error_and_the_program_
 
     // A follower whose ssh is killed connects again by itself and goes on
     // exactly where it was: each line once, none missed.
+    let said_path = local.dir.path().join("follower.stderr");
     let mut follower = command(&s, &h, &["read", "-f", &target, "--stream", "stdout"])
         .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
+        .stderr(std::fs::File::create(&said_path).unwrap())
         .spawn()
         .unwrap();
     let follower_pid = follower.id().unwrap();
@@ -215,7 +216,8 @@ async fn a_dropped_ssh_connection_mid_wait_is_a_retryable_error_and_the_program_
                     return;
                 }
             }
-            panic!("the follower ended before {want}");
+            let said = std::fs::read_to_string(&said_path).unwrap_or_default();
+            panic!("the follower ended before {want}; it said: {said}");
         })
         .await;
     };
@@ -226,8 +228,8 @@ async fn a_dropped_ssh_connection_mid_wait_is_a_retryable_error_and_the_program_
     until("got-after", &mut seen).await;
     assert_eq!(seen, ["got-go", "got-still-here", "got-after"], "each line once");
     ok(&cli(&s, &h, &["kill", &target]).await);
-    let out = bounded("the follower to end", follower.wait_with_output()).await.unwrap();
-    let said = String::from_utf8_lossy(&out.stderr);
+    bounded("the follower to end", follower.wait()).await.unwrap();
+    let said = std::fs::read_to_string(&said_path).unwrap();
     assert!(said.contains("the connection to host box broke; trying again"), "{said}");
     drop(remote);
     local.stop().await;
