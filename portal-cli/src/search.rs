@@ -109,6 +109,10 @@ pub(crate) async fn grep(client: &Client, a: GrepArgs) -> Outcome {
         oldest_first: !a.newest,
         page: String::new(),
     };
+    if a.limit == Some(0) {
+        // As grep: no match asked for, none printed.
+        return Err(Failure::Silent);
+    }
     let mut printed = 0u64;
     let mut warned = false;
     let mut stdout = std::io::stdout().lock();
@@ -130,6 +134,9 @@ pub(crate) async fn grep(client: &Client, a: GrepArgs) -> Outcome {
             warned = true;
             if !resp.index_error.is_empty() {
                 eprintln!("portal-cli: the search index is not being kept: {}", resp.index_error);
+            }
+            if resp.out_of_time {
+                eprintln!("portal-cli: the search took its time budget per page; going on");
             }
             if resp.unindexed_bytes > 0 {
                 eprintln!(

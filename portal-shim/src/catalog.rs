@@ -81,7 +81,7 @@ macro_rules! tool_rows {
             ProcessReadNew = "process_read_new", Process, Cursor, read_new(ReadNewArgs) -> Output,
                 "Output since the last read_new, wait or run (or your `cursor`), escapes removed, with the next cursor and, if cut, a cursor to page the rest with process_read.";
             ProcessSearch = "process_search", Process, ReadOnly, search(SearchArgs) -> Searched,
-                "Find lines by their words in all logged output and input, every process, ended ones too; newest first, 20 a page, each with a cursor for process_read.";
+                "Find lines by their words in all output and input ever logged, every process; newest first, 20 a page, each with a process_read cursor.";
             ProcessWrite = "process_write", Process, OpenWorld, write(WriteArgs) -> Written,
                 "Write text verbatim to the program's input, no newline added. Prefer process_run to type a command and get its result.";
             ProcessSignal = "process_signal", Process, Destructive, signal(SignalArgs) -> Signalled,
@@ -89,11 +89,11 @@ macro_rules! tool_rows {
             ProcessList = "process_list", Process, ReadOnly, list(NoArgs) -> Listed,
                 "Every process, running and ended: id, name, status, input_state (running, awaiting_input, awaiting_secret, idle, exited), exit, idle, bytes.";
             ProcessInspect = "process_inspect", Process, ReadOnly, inspect(IdArgs) -> Inspected,
-                "One process in full: command, args, cwd, env, status, input_state (asked of the kernel now), exit, timeout, idle time, bytes.";
+                "One process in full: command, args, cwd, env, status, input_state (asked of the kernel), exit, timeout, idle time, bytes.";
             ProcessKill = "process_kill", Process, Destructive, kill(IdArgs) -> Inspected,
                 "SIGKILL the process and all it started; output and screen are kept.";
             ProcessKillAll = "process_kill_all", Process, Destructive, kill_all(NoArgs) -> KilledAll,
-                "Kill every running process tree (output kept). Returns the ids killed.";
+                "Kill every running process tree (output kept); returns their ids.";
             ProcessClear = "process_clear", Process, Destructive, clear(IdArgs) -> Done,
                 "Delete a process's stored output and input; it may keep running.";
             ProcessCleanup = "process_cleanup", Process, Destructive, cleanup(IdArgs) -> Done,
@@ -109,7 +109,7 @@ macro_rules! tool_rows {
             AgentList = "agent_list", Agents, ReadOnly, agent_list(AgentListArgs) -> AgentsListed,
                 "Coding agents (Claude Code, Codex...) in Portal's terminals, most urgent first, with state (awaiting_input, done, running, idle, unknown, exited), reason, source (hooks are exact) and any dialog on screen.";
             AgentWatch = "agent_watch", Agents, ReadOnly, agent_watch(AgentWatchArgs) -> AgentsWatched,
-                "Block until an agent changes state after `cursor`; returns the changes and a new cursor (none at the timeout). Loop on it to follow a fleet.";
+                "Block until an agent changes state after `cursor`; returns the changes and a new cursor. Loop on it to follow a fleet.";
             AgentWait = "agent_wait", Agents, ReadOnly, agent_wait(AgentWaitArgs) -> AgentOutcomes,
                 "Wait until agents reach a state (default awaiting_input, done or idle). Per agent: reached, timeout, exited or vanished. A timeout is a result: call again.";
             AgentSend = "agent_send", Agents, OpenWorld, agent_send(AgentSendArgs) -> AgentOutcomes,
@@ -117,7 +117,7 @@ macro_rules! tool_rows {
             AgentHooks = "agent_hooks", Agents, Mutating, agent_hooks(AgentHooksArgs) -> HooksReported,
                 "Report or install (idempotent, other settings untouched) the hooks through which Claude Code and Codex report exact states (Codex asks the user to trust them in /hooks).";
             ProgramQuery = "program_query", Registry, ReadOnly, program_query(QueryArgs) -> Program,
-                "Whether a program needs a PTY, and notes on driving it, from the shared registry (common programs are known).";
+                "Whether a program needs a PTY, and notes on driving it, from the shared registry (common ones built in).";
             ProgramRecord = "program_record", Registry, Mutating, program_record(RecordArgs) -> Program,
                 "Record whether a program needs a PTY, with notes (negatives too). The same conclusion raises its count; a different one resets it.";
         }

@@ -199,6 +199,12 @@ pub(crate) struct Searched {
     /// Output not indexed yet, so not searched.
     #[serde(skip_serializing_if = "is_zero")]
     pub(crate) unindexed_bytes: u64,
+    /// Stopped at its time budget: next_page continues.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub(crate) out_of_time: bool,
+    /// Why the index is behind, when it is not being kept.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) index_error: Option<String>,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -484,7 +490,11 @@ pub(crate) fn cursor_string(c: Option<&pb::Cursor>) -> String {
 pub(crate) fn search_text(s: &Searched, query: &str) -> String {
     let mut out = String::new();
     if s.hits.is_empty() {
-        out.push_str(&format!("No line matches {query:?}.\n"));
+        if s.out_of_time {
+            out.push_str(&format!("No line matches {query:?} in the part searched so far.\n"));
+        } else {
+            out.push_str(&format!("No line matches {query:?}.\n"));
+        }
     }
     for h in &s.hits {
         let name = if h.name.is_empty() { String::new() } else { format!(" ({})", h.name) };
@@ -499,14 +509,23 @@ pub(crate) fn search_text(s: &Searched, query: &str) -> String {
             h.id, h.source, h.cursor
         ));
     }
-    if let Some(p) = &s.next_page {
-        out.push_str(&format!("More (older) hits: the same search with page=\"{p}\".\n"));
+    match (&s.next_page, s.out_of_time) {
+        (Some(p), true) => out.push_str(&format!(
+            "The search stopped at its time budget: the same search with page=\"{p}\" goes on.\n"
+        )),
+        (Some(p), false) => {
+            out.push_str(&format!("More (older) hits: the same search with page=\"{p}\".\n"));
+        }
+        (None, _) => {}
     }
-    if s.unindexed_bytes > 0 {
-        out.push_str(&format!(
-            "Not searched yet: {} bytes of newest output (still being indexed); search again shortly.\n",
-            s.unindexed_bytes
-        ));
+    match (&s.index_error, s.unindexed_bytes) {
+        (Some(e), n) => out.push_str(&format!(
+            "The search index is behind ({e}); {n} bytes of output were not searched.\n"
+        )),
+        (None, 0) => {}
+        (None, n) => out.push_str(&format!(
+            "Not searched yet: {n} bytes of output the index is still catching up with; search again shortly.\n"
+        )),
     }
     out
 }

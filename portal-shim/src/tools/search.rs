@@ -75,6 +75,8 @@ impl Shim {
             hits,
             next_page: (!r.next_page.is_empty()).then_some(r.next_page),
             unindexed_bytes: r.unindexed_bytes,
+            out_of_time: r.out_of_time,
+            index_error: (!r.index_error.is_empty()).then_some(r.index_error),
         };
         Ok((results::search_text(&found, &a.query), found))
     }

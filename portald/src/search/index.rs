@@ -42,7 +42,7 @@ use crate::store::{Keep, LogFeed, Piece, StoreError};
 
 /// Version of the index's own schema; an index of another version is
 /// rebuilt.
-const INDEX_VERSION: i64 = 2;
+const INDEX_VERSION: i64 = 3;
 
 const SCHEMA: &str = r"
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -55,7 +55,7 @@ CREATE TABLE progress (
     PRIMARY KEY (proc_id, stream)
 ) WITHOUT ROWID;
 CREATE TABLE segments (
-    id       INTEGER PRIMARY KEY,
+    id       INTEGER PRIMARY KEY AUTOINCREMENT,  -- never reused: pages name them
     proc_id  INTEGER NOT NULL,
     stream   INTEGER NOT NULL,
     off      INTEGER NOT NULL,
@@ -81,6 +81,12 @@ pub(crate) const SEGMENT_BYTES: usize = 16 << 10;
 /// fewer, larger commits leave the index less to merge (measured: 1 MiB
 /// steps index a quarter slower than 4 MiB).
 const STEP_BYTES: u64 = 4 << 20;
+
+/// Longest time one segment spans: searches order segments by the time of
+/// their first byte, so a segment of a slow program rebuilt in one piece
+/// must not cover hours (newest-first would put an hour-old line before a
+/// minute-old one).
+const SEGMENT_SPAN_NS: i64 = 60_000_000_000;
 
 /// A line this long is cut: a program that never prints a line break
 /// still gets indexed, in pieces.
@@ -423,11 +429,14 @@ impl Indexer {
         let runs = runs(&pieces);
         let last = runs.len().saturating_sub(1);
         for (n, run) in runs.iter().enumerate() {
-            let tail = match (n == last, at_end) {
-                // A gap follows: the line ended there.
-                (false, _) => Tail::Ended,
-                (true, true) => Tail::Partial,
-                (true, false) => Tail::Wait,
+            let tail = if n < last || run.end < to {
+                // Nothing is stored after it up to a committed end: output
+                // was lost there, and the line ended with it.
+                Tail::Ended
+            } else if at_end {
+                Tail::Partial
+            } else {
+                Tail::Wait
             };
             let cut = cut_segments(run, tail);
             for seg in &cut.segments {
@@ -439,6 +448,11 @@ impl Indexer {
             if cut.indexed_to < run.end {
                 next.off = cut.indexed_to;
             }
+        }
+        // Every step moves on (a line never outgrows a step: it is cut).
+        debug_assert!(pieces.is_empty() || next.off > from, "a step that moves nothing");
+        if !pieces.is_empty() && next.off <= from {
+            next.off = reached;
         }
         write_progress(&tx, key, next)?;
         tx.commit()?;
@@ -543,7 +557,12 @@ fn cut_segments(run: &Run, tail: Tail) -> Cut {
         } else {
             continue;
         }
-        if line_start - seg_start >= SEGMENT_BYTES {
+        let long = line_start - seg_start >= SEGMENT_BYTES;
+        let spans_long = || {
+            let at = |i: usize| run.ts_at(run.start + i as u64);
+            line_start > seg_start && at(line_start) - at(seg_start) > SEGMENT_SPAN_NS
+        };
+        if long || spans_long() {
             segments.push(Segment {
                 start: run.start + seg_start as u64,
                 end: run.start + line_start as u64,
@@ -742,6 +761,16 @@ mod tests {
         let cut = cut_segments(&run_of(b"one\ntwo\nthr"), Tail::Wait);
         assert_eq!(cut.segments.len(), 1);
         assert_eq!(cut.indexed_to, 108, "the unfinished line waits");
+    }
+
+    #[test]
+    fn a_segment_spans_at_most_a_minute_of_output() {
+        let mut run = run_of(b"one\ntwo\nthree\n");
+        // "two" came two minutes after "one", "three" just after.
+        run.times = vec![(100, 0), (104, 120_000_000_000), (108, 120_000_000_001)];
+        let cut = cut_segments(&run, Tail::Partial);
+        let got: Vec<_> = cut.segments.iter().map(|s| (s.start, s.end)).collect();
+        assert_eq!(got, [(100, 104), (104, 114)]);
     }
 
     #[test]

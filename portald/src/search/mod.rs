@@ -95,6 +95,9 @@ mod tests {
     use crate::domain::{Chunk, ProcId, StreamId};
     use crate::store::NewProc;
 
+    /// More than one indexing step.
+    const STEP_BYTES_FOR_TESTS: u64 = 4 << 20;
+
     fn proc_row() -> NewProc {
         NewProc {
             name: None,
@@ -221,5 +224,29 @@ mod tests {
             // The second round starts without an index: it is rebuilt.
             std::fs::remove_file(index_path(&path)).unwrap();
         }
+    }
+
+    #[tokio::test]
+    async fn lost_output_after_an_unfinished_line_ends_it_and_indexing_goes_on() {
+        let dir = tempfile::tempdir().unwrap();
+        let (store, thread) = Store::open(&dir.path().join("t.db"), Retention::UNLIMITED).unwrap();
+        let (index, index_thread) = SearchIndex::start(&store);
+        let a = store.create_proc(proc_row()).await.unwrap();
+        put(&store, a, StreamId::Stdout, 0, 1, "Downloading... ").await;
+        assert_eq!(lines(&index.search(&store, search("downloading")).await.unwrap()).len(), 1);
+        // More than a step's worth of output was never stored (a full
+        // disk), then output resumes: the indexer must not stall on it.
+        let resumed = 15 + 3 * STEP_BYTES_FOR_TESTS;
+        put(&store, a, StreamId::Stdout, resumed, 2, "काम किया गया\ndone\n").await;
+        let got = index.search(&store, search("done")).await.unwrap();
+        assert_eq!(got.unindexed_bytes, 0, "the indexer caught up");
+        assert_eq!(lines(&got), [(a.0, resumed + 33, "done".to_owned())]);
+        assert_eq!(lines(&index.search(&store, search("downloading")).await.unwrap()).len(), 1);
+        // Words as the tokenizer splits them, checked by SQLite itself.
+        assert_eq!(lines(&index.search(&store, search("किया")).await.unwrap()).len(), 1);
+        drop(index);
+        drop(store);
+        thread.join();
+        index_thread.join();
     }
 }

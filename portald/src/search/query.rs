@@ -37,32 +37,48 @@ pub(crate) enum Order {
 }
 
 /// Where the next page of a search begins: the segment (by time and id)
-/// and, within it, the offset of the last hit returned.
+/// and, when a page ended inside one, the last hit returned (its stream's
+/// later or earlier lines are what remains: a segment replaced meanwhile,
+/// an unfinished line that grew, is not searched twice).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Page {
     ts: i64,
     seg: i64,
     /// `None`: the whole segment is still to be searched.
-    after: Option<u64>,
+    after: Option<Last>,
+}
+
+/// The last hit of a page.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Last {
+    proc: ProcId,
+    stream: StreamId,
+    offset: u64,
 }
 
 impl Page {
     /// The token a client passes back.
     pub(crate) fn token(self) -> String {
         match self.after {
-            Some(off) => format!("{}.{}.{off}", self.ts, self.seg),
-            None => format!("{}.{}.-", self.ts, self.seg),
+            Some(l) => {
+                format!("{}.{}.{}.{}.{}", self.ts, self.seg, l.proc.0, l.stream as u8, l.offset)
+            }
+            None => format!("{}.{}", self.ts, self.seg),
         }
     }
 
     /// Parses a token from [`Page::token`].
     pub(crate) fn parse(token: &str) -> Option<Self> {
-        let mut parts = token.splitn(3, '.');
-        let ts = parts.next()?.parse().ok()?;
-        let seg = parts.next()?.parse().ok()?;
-        let after = match parts.next()? {
-            "-" => None,
-            off => Some(off.parse().ok()?),
+        let parts: Vec<&str> = token.split('.').collect();
+        let (ts, seg) = (parts.first()?.parse().ok()?, parts.get(1)?.parse().ok()?);
+        let after = match parts.len() {
+            2 => None,
+            5 => Some(Last {
+                proc: ProcId(parts[2].parse().ok()?),
+                stream: *StreamId::ALL.get(parts[3].parse::<usize>().ok()?)?,
+                offset: parts[4].parse().ok()?,
+            }),
+            _ => return None,
         };
         Some(Self { ts, seg, after })
     }
@@ -224,10 +240,12 @@ pub(crate) fn run(
         if s.order == Order::Newest {
             hits.reverse();
         }
-        if let Some(after) = s.page.filter(|p| p.seg == c.id).and_then(|p| p.after) {
+        if let Some(last) = s.page.and_then(|p| p.after)
+            && (last.proc, last.stream) == (c.proc, c.stream)
+        {
             hits.retain(|h| match s.order {
-                Order::Newest => h.offset < after,
-                Order::Oldest => h.offset > after,
+                Order::Newest => h.offset < last.offset,
+                Order::Oldest => h.offset > last.offset,
             });
         }
         for h in hits {
@@ -269,7 +287,11 @@ fn check(log: &Connection, s: &Search, c: &Candidate, start: u64) -> Result<Vec<
                     before: Vec::new(),
                     after: Vec::new(),
                     read_from: offset,
-                    resume: Page { ts: c.ts_first, seg: c.id, after: Some(offset) },
+                    resume: Page {
+                        ts: c.ts_first,
+                        seg: c.id,
+                        after: Some(Last { proc: c.proc, stream: c.stream, offset }),
+                    },
                 });
             }
         });
@@ -335,13 +357,15 @@ mod tests {
 
     #[test]
     fn page_tokens_round_trip_and_junk_is_refused() {
+        let last = Last { proc: ProcId(3), stream: StreamId::Stderr, offset: 7 };
         for p in [
-            Page { ts: 1_700_000_000_000_000_000, seg: 42, after: Some(7) },
+            Page { ts: 1_700_000_000_000_000_000, seg: 42, after: Some(last) },
             Page { ts: -5, seg: 1, after: None },
         ] {
             assert_eq!(Page::parse(&p.token()), Some(p));
         }
         assert_eq!(Page::parse("x.1.2"), None);
-        assert_eq!(Page::parse("1.2"), None);
+        assert_eq!(Page::parse("1"), None);
+        assert_eq!(Page::parse("1.2.3.9.4"), None, "no stream 9");
     }
 }

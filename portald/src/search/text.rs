@@ -9,13 +9,18 @@
 //! backspaces applied, invalid UTF-8 as U+FFFD.
 //!
 //! Words are what the index's tokenizer (`unicode61`, no diacritic folding)
-//! calls tokens: runs of letters and digits, compared without case. A query
+//! calls tokens: runs of letters, numbers and private-use characters (by
+//! Unicode general category, as it does), compared without case. A query
 //! is words that must all be on one line; `"a b"` is a phrase (consecutive
 //! words), `pre*` a prefix. A regex, if any, then filters the lines.
 
 use std::borrow::Cow;
 
 use regex::Regex;
+
+/// Shortest prefix accepted: a one-letter prefix names most of the index's
+/// words, and looking them all up takes seconds on a large log.
+const MIN_PREFIX_CHARS: usize = 2;
 
 /// Longest regex accepted, compiled (bytes of the automaton): enough for
 /// any hand-written pattern, small enough that a hostile one cannot stall
@@ -58,9 +63,31 @@ fn render(raw: &[u8]) -> Cow<'_, str> {
     Cow::Owned(crate::ansi::render(raw))
 }
 
+/// Whether `c` is part of a word as the index's tokenizer sees it
+/// (`unicode61`: letters, numbers and private-use characters; a combining
+/// mark, say, separates words there, and so here).
+fn is_word_char(c: char) -> bool {
+    use unicode_general_category::GeneralCategory as G;
+    if c.is_ascii() {
+        return c.is_ascii_alphanumeric();
+    }
+    matches!(
+        unicode_general_category::get_general_category(c),
+        G::UppercaseLetter
+            | G::LowercaseLetter
+            | G::TitlecaseLetter
+            | G::ModifierLetter
+            | G::OtherLetter
+            | G::DecimalNumber
+            | G::LetterNumber
+            | G::OtherNumber
+            | G::PrivateUse
+    )
+}
+
 /// The words of `text`, lowercased.
 fn words(text: &str) -> Vec<String> {
-    text.split(|c: char| !c.is_alphanumeric())
+    text.split(|c: char| !is_word_char(c))
         .filter(|w| !w.is_empty())
         .map(str::to_lowercase)
         .collect()
@@ -74,6 +101,11 @@ pub(crate) enum QueryError {
         "the query {0:?} has no words: search finds lines by their words (letters and digits); give a word the line contains, and add a regex for punctuation (e.g. \"failed\" with the regex \"failed: [0-9]+\")"
     )]
     NoWords(String),
+    /// A prefix too short to look up quickly.
+    #[error(
+        "the prefix {0:?}* is too short: a prefix needs at least {MIN_PREFIX_CHARS} letters or digits"
+    )]
+    ShortPrefix(String),
     /// A quote was opened and never closed.
     #[error("the query {0:?} opens a phrase with \" and never closes it")]
     OpenQuote(String),
@@ -157,6 +189,11 @@ impl Query {
             };
             let prefix = star_after_quote || (!quoted && piece.ends_with('*'));
             let words = words(piece);
+            if let Some(last) =
+                words.last().filter(|w| prefix && w.chars().count() < MIN_PREFIX_CHARS)
+            {
+                return Err(QueryError::ShortPrefix(last.clone()));
+            }
             if !words.is_empty() {
                 terms.push(Term { words, prefix });
             }
@@ -255,5 +292,17 @@ mod tests {
             QueryError::OpenQuote("\"never closed".into())
         );
         assert!(matches!(Query::parse("x", Some("(unclosed")), Err(QueryError::BadRegex { .. })));
+        assert_eq!(Query::parse("e*", None).unwrap_err(), QueryError::ShortPrefix("e".into()));
+    }
+
+    #[test]
+    fn words_split_where_the_tokenizer_splits_them() {
+        // A vowel sign (a combining mark) separates words in unicode61.
+        let q = Query::parse("किया", None).unwrap();
+        assert_eq!(q.fts(), "text : (\"क\" AND \"य\")");
+        assert!(q.matches("काम किया गया"));
+        // Private-use glyphs (icon fonts) are word characters there.
+        assert!(Query::parse("\u{e0a0}main", None).unwrap().matches("on \u{e0a0}main"));
+        assert!(Query::parse("Ünïcode", None).unwrap().matches("ÜNÏCODE text"));
     }
 }

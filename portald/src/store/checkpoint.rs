@@ -51,6 +51,15 @@ pub(crate) const WAL_KEEP_BYTES: i64 = 64 << 20;
 /// the pause between two batches of streaming output.
 const TRUNCATE_AFTER_REST: std::time::Duration = std::time::Duration::from_millis(250);
 
+/// How long emptying the WAL waits for a reader to finish before it gives
+/// up until the next try: a writer arriving meanwhile waits this long at
+/// most.
+const TRUNCATE_WAIT: std::time::Duration = std::time::Duration::from_millis(50);
+
+/// Tries to empty the WAL after one burst (one per rest): a minute of
+/// readers that never pause.
+const TRUNCATE_TRIES: usize = 240;
+
 /// What a checkpoint is asked to do.
 #[derive(Clone, Copy, Debug)]
 enum Mode {
@@ -86,6 +95,24 @@ impl Checkpointer {
                         tracing::warn!(error = %e, sql, "background checkpoint failed");
                     }
                 };
+                // Emptying the WAL waits for readers still reading it (the
+                // search indexer reads the log often), and a writer that
+                // starts meanwhile waits behind it: it waits only briefly,
+                // and tries again after another rest, until it succeeds or
+                // the writer is busy again.
+                let truncated = || {
+                    let _ = conn.busy_timeout(TRUNCATE_WAIT);
+                    let busy = conn
+                        .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| r.get::<_, i64>(0));
+                    let _ = conn.busy_timeout(std::time::Duration::from_secs(5));
+                    match busy {
+                        Ok(busy) => busy == 0,
+                        Err(e) => {
+                            tracing::warn!(error = %e, "emptying the WAL failed");
+                            true
+                        }
+                    }
+                };
                 let mut next = rx.recv().ok();
                 while let Some(mode) = next.take() {
                     run("PRAGMA wal_checkpoint(PASSIVE)");
@@ -94,12 +121,19 @@ impl Checkpointer {
                         // meanwhile: only once the writer has rested. A
                         // writer between two batches of a stream asks again
                         // within this time; then this one is skipped.
-                        match rx.recv_timeout(TRUNCATE_AFTER_REST) {
-                            Ok(again) => next = Some(again),
-                            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
-                                run("PRAGMA wal_checkpoint(TRUNCATE)");
+                        for _ in 0..TRUNCATE_TRIES {
+                            match rx.recv_timeout(TRUNCATE_AFTER_REST) {
+                                Ok(again) => {
+                                    next = Some(again);
+                                    break;
+                                }
+                                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                                    if truncated() {
+                                        break;
+                                    }
+                                }
+                                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => return,
                             }
-                            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
                         }
                     }
                     if next.is_none() {
