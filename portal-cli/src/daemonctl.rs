@@ -93,6 +93,48 @@ pub(crate) async fn status(out: JsonFlag) -> Outcome {
     Ok(())
 }
 
+/// `version`: this portal-cli's version and the running portald's (never
+/// starting one), with a warning when they differ.
+pub(crate) async fn version(out: JsonFlag) -> Outcome {
+    let daemon = match connect_existing().await {
+        Ok(c) => Some(c.rpc().get_info(pb::GetInfoRequest {}).await?.into_inner()),
+        Err(ClientError::Unavailable { .. }) => None,
+        Err(e) => return Err(Failure::Unreachable(e)),
+    };
+    print_versions(daemon.map(|i| i.daemon_version), out);
+    Ok(())
+}
+
+/// `version --host H`: the portald there (reached, so running).
+pub(crate) fn version_there(client: &Client, out: JsonFlag) -> Outcome {
+    print_versions(Some(client.info().daemon_version.clone()), out);
+    Ok(())
+}
+
+fn print_versions(daemon_version: Option<String>, out: JsonFlag) {
+    let client_version = env!("CARGO_PKG_VERSION");
+    let differ = daemon_version.as_deref().is_some_and(|v| v != client_version);
+    if out.json {
+        print_json(&json!({
+            "portal_cli": client_version,
+            "portald": daemon_version,
+            "protocol": portal_proto::PROTOCOL_VERSION,
+            "differ": differ,
+        }));
+    } else {
+        println!("portal-cli {client_version} (protocol {})", portal_proto::PROTOCOL_VERSION);
+        match &daemon_version {
+            Some(v) => println!("portald {v} (running)"),
+            None => println!("portald is not running"),
+        }
+    }
+    if differ {
+        eprintln!(
+            "portal-cli: portald runs another version; `portal-cli daemon upgrade` replaces it with the one installed, every program kept"
+        );
+    }
+}
+
 /// `daemon start` (the connection already started it if needed).
 pub(crate) fn started(client: &Client) -> Outcome {
     print_info(client.info(), JsonFlag { json: false });

@@ -14,6 +14,7 @@
 mod agents;
 mod attach;
 mod daemonctl;
+mod docs;
 mod export;
 mod fmt;
 mod output;
@@ -193,6 +194,26 @@ enum Command {
     /// Find lines by their words in every process's output and input, with
     /// the process, stream and time of each (exit 1 when none match).
     Grep(search::GrepArgs),
+    /// This portal-cli's version and the running portald's; warns when
+    /// they differ.
+    Version {
+        #[command(flatten)]
+        out: JsonFlag,
+    },
+    /// Print portal-cli's completion script for a shell: `source <(portal-cli
+    /// completions bash)`, or save it where the shell loads completions.
+    Completions {
+        /// The shell.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Write the man pages of portal-cli (and each subcommand), portald and
+    /// portal-shim into a directory (e.g. ~/.local/share/man/man1).
+    Man {
+        /// Where to write them.
+        #[arg(long, default_value = ".")]
+        dir: std::path::PathBuf,
+    },
     /// Connect standard input and output to portald, starting it if needed:
     /// the remote end of `--host ssh://…` (clients run it over ssh).
     DialStdio {
@@ -495,6 +516,11 @@ async fn run(mut cli: Cli) -> Outcome {
     let _ = TARGET.set(target);
     match cli.command {
         Command::Service(cmd) => return service::run(cmd).map_err(Failure::Failed),
+        Command::Completions { shell } => return docs::completions(shell),
+        Command::Man { dir } => return docs::man(&dir),
+        Command::Version { out } if TARGET.get().is_some_and(Target::is_local) => {
+            return daemonctl::version(out).await;
+        }
         Command::Daemon(DaemonCommand::Status { out })
             if TARGET.get().is_some_and(Target::is_local) =>
         {
@@ -553,9 +579,13 @@ async fn run(mut cli: Cli) -> Outcome {
         Command::Export(args) => export::export(&client, args).await,
         Command::Replay(args) => export::replay(&client, args).await,
         Command::Grep(args) => search::grep(&client, args).await,
-        Command::Service(_) | Command::Daemon(_) | Command::Emit(_) | Command::DialStdio { .. } => {
-            Ok(())
-        }
+        Command::Version { out } => daemonctl::version_there(&client, out),
+        Command::Service(_)
+        | Command::Daemon(_)
+        | Command::Emit(_)
+        | Command::DialStdio { .. }
+        | Command::Completions { .. }
+        | Command::Man { .. } => Ok(()),
     }
 }
 

@@ -750,6 +750,76 @@ async fn grep_finds_lines_across_processes_survives_a_restart_and_forgets_cleare
     bounded("shutdown", task).await.unwrap().unwrap();
 }
 
+/// `man`, or why not: a skip outside CI, a failure under `CI=true`
+/// (`.ci/run` installs man-db).
+fn man_program() -> Option<PathBuf> {
+    let found = std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths).map(|d| d.join("man")).find(|p| p.is_file())
+    });
+    if found.is_none() {
+        assert!(std::env::var_os("CI").is_none(), "man is missing (.ci/run installs man-db)");
+        eprintln!("skipped: man is not installed");
+    }
+    found
+}
+
+#[tokio::test]
+async fn completions_man_pages_and_versions_for_people() {
+    let d = TestDaemon::start().await;
+    let s = d.socket();
+    // Completions load in bash and register portal-cli.
+    let bash = bounded(
+        "bash loading the completions",
+        tokio::process::Command::new("bash")
+            .arg("-c")
+            .arg(format!("source <('{CLI}' completions bash) && complete -p portal-cli"))
+            .output(),
+    )
+    .await
+    .unwrap();
+    assert!(bash.status.success(), "{}", String::from_utf8_lossy(&bash.stderr));
+    assert!(stdout(&bash).contains("portal-cli"), "{}", stdout(&bash));
+    for shell in ["zsh", "fish"] {
+        let script = ok(&cli(&s, &["completions", shell]).await);
+        assert!(script.contains("portal-cli") && script.contains("grep"), "{shell}: {script}");
+    }
+    // Man pages of all three binaries, and one per subcommand; man renders
+    // each.
+    let dir = d.dir.path().join("man1");
+    let listed = ok(&cli(&s, &["man", "--dir", dir.to_str().unwrap()]).await);
+    for page in
+        ["portal-cli.1", "portal-cli-grep.1", "portal-cli-attach.1", "portald.1", "portal-shim.1"]
+    {
+        assert!(listed.contains(page), "{page} not written: {listed}");
+    }
+    if let Some(man) = man_program() {
+        for page in ["portal-cli.1", "portal-cli-grep.1", "portald.1", "portal-shim.1"] {
+            let out = bounded(
+                "man rendering a page",
+                tokio::process::Command::new(&man)
+                    .arg("-l")
+                    .arg(dir.join(page))
+                    .env("MANWIDTH", "80")
+                    .env("MANPAGER", "cat")
+                    .output(),
+            )
+            .await
+            .unwrap();
+            let text = stdout(&out);
+            assert!(out.status.success() && text.contains("NAME"), "{page}: {text}");
+        }
+    }
+    // Versions: this client's and the running daemon's, the same.
+    let v = ok(&cli(&s, &["version", "--json"]).await);
+    let v: Value = serde_json::from_str(&v).unwrap();
+    assert_eq!(v["portal_cli"], v["portald"], "{v}");
+    assert_eq!(v["differ"], Value::Bool(false));
+    d.stop().await;
+    // And with none running: said, not started.
+    let text = ok(&cli(&s, &["version"]).await);
+    assert!(text.contains("portald is not running"), "{text}");
+}
+
 /// asciinema from `tests/asciinema/.venv` (`.ci/run` installs it), or why
 /// not: a skip outside CI, a failure under `CI=true`.
 fn asciinema() -> Option<PathBuf> {

@@ -49,6 +49,10 @@ struct Cli {
     /// Log filter for stderr (tracing EnvFilter syntax)
     #[arg(long, env = paths::ENV_LOG, default_value = "info")]
     log: String,
+    /// Print this binary's man page (roff) and exit (`portal-cli man`
+    /// collects it)
+    #[arg(long, hide = true)]
+    man: bool,
 }
 
 /// How long answers still queued at the end of input get to reach stdout.
@@ -56,6 +60,12 @@ const FLUSH_AT_EXIT: std::time::Duration = std::time::Duration::from_secs(2);
 
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
+    if cli.man {
+        let page =
+            clap_mangen::Man::new(<Cli as clap::CommandFactory>::command().name("portal-shim"));
+        page.render(&mut std::io::stdout())?;
+        return Ok(());
+    }
     let surface = surface::Surface::new(&cli.tools, cli.tier)
         .map_err(|e| anyhow::anyhow!("--tools / {}: {e}", surface::ENV_TOOLS))?;
     let filter = tracing_subscriber::EnvFilter::try_new(&cli.log)

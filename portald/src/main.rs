@@ -55,6 +55,10 @@ struct Args {
     /// a live upgrade runs it first
     #[arg(long = "check-upgrade")]
     check_upgrade: bool,
+    /// Print this binary's man page (roff) and exit (`portal-cli man`
+    /// collects it)
+    #[arg(long, hide = true)]
+    man: bool,
 }
 
 /// Parses `1048576`, `64K`, `512M`, `4G` (powers of 1024).
@@ -127,6 +131,13 @@ fn main() -> ExitCode {
     // Before anything opens a descriptor: what a replaced daemon handed over.
     portald::upgrade::take_handover_env();
     let args = Args::parse();
+    if args.man {
+        let page = clap_mangen::Man::new(<Args as clap::CommandFactory>::command().name("portald"));
+        return match page.render(&mut std::io::stdout()) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(_) => ExitCode::FAILURE,
+        };
+    }
     if args.check_upgrade {
         // The check's answer, read by the running portald (not a log line).
         let answer = serde_json::to_string(&portald::upgrade::readiness()).unwrap_or_default();
