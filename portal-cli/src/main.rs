@@ -17,6 +17,7 @@ mod daemonctl;
 mod docs;
 mod export;
 mod fmt;
+mod install;
 mod output;
 mod procs;
 mod search;
@@ -206,6 +207,16 @@ enum Command {
         /// The shell.
         #[arg(value_enum)]
         shell: clap_complete::Shell,
+    },
+    /// Put the four binaries from beside this portal-cli on your PATH
+    /// (PREFIX/bin), with man pages and bash, zsh and fish completions.
+    Install {
+        /// Where to install [default: ~/.local].
+        #[arg(long)]
+        prefix: Option<std::path::PathBuf>,
+        /// Say what would be written, write nothing.
+        #[arg(long)]
+        dry_run: bool,
     },
     /// Write the man pages of portal-cli (and each subcommand), portald and
     /// portal-shim into a directory (e.g. ~/.local/share/man/man1).
@@ -490,6 +501,7 @@ async fn run(mut cli: Cli) -> Outcome {
     if !target.is_local() {
         let here_only = match &cli.command {
             Command::Service(_) => Some("service"),
+            Command::Install { .. } => Some("install"),
             Command::Hooks(_) => Some("hooks"),
             Command::Daemon(DaemonCommand::Stop) => Some("daemon stop"),
             Command::Daemon(DaemonCommand::Upgrade { .. }) => Some("daemon upgrade"),
@@ -518,6 +530,7 @@ async fn run(mut cli: Cli) -> Outcome {
         Command::Service(cmd) => return service::run(cmd).map_err(Failure::Failed),
         Command::Completions { shell } => return docs::completions(shell),
         Command::Man { dir } => return docs::man(&dir),
+        Command::Install { prefix, dry_run } => return install::install(prefix, dry_run),
         Command::Version { out } if TARGET.get().is_some_and(Target::is_local) => {
             return daemonctl::version(out).await;
         }
@@ -585,6 +598,7 @@ async fn run(mut cli: Cli) -> Outcome {
         | Command::Emit(_)
         | Command::DialStdio { .. }
         | Command::Completions { .. }
+        | Command::Install { .. }
         | Command::Man { .. } => Ok(()),
     }
 }

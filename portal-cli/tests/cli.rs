@@ -820,6 +820,64 @@ async fn completions_man_pages_and_versions_for_people() {
     assert!(text.contains("portald is not running"), "{text}");
 }
 
+#[tokio::test]
+async fn install_puts_working_binaries_pages_and_completions_under_a_prefix() {
+    let dir = test_dir();
+    let prefix = dir.path().join("prefix");
+    let s = dir.path().join("s").join("portald.sock");
+    let said = ok(&cli(&s, &["install", "--prefix", prefix.to_str().unwrap()]).await);
+    let bin = prefix.join("bin");
+    assert!(said.contains("is not on your PATH"), "{said}");
+    // (portal-holder has no flags for people; the start below runs it.)
+    for binary in ["portal-cli", "portald", "portal-shim"] {
+        let out = bounded(
+            "an installed binary",
+            tokio::process::Command::new(bin.join(binary)).arg("--help").output(),
+        )
+        .await
+        .unwrap();
+        assert!(out.status.success(), "{binary}: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    // The installed portal-cli runs Portal: it starts the installed portald,
+    // which starts the installed portal-holder.
+    let installed = bounded(
+        "the installed portal-cli",
+        tokio::process::Command::new(bin.join("portal-cli"))
+            .args(["start", "--wait", "exit", "--", "echo", "installed-and-working"])
+            .env("PORTAL_SOCKET", &s)
+            .env("PORTAL_DATA_DIR", dir.path().join("data"))
+            .output(),
+    )
+    .await
+    .unwrap();
+    assert!(
+        stdout(&installed).contains("installed-and-working"),
+        "{}{}",
+        stdout(&installed),
+        String::from_utf8_lossy(&installed.stderr)
+    );
+    let share = prefix.join("share");
+    assert!(share.join("man/man1/portal-cli-grep.1").is_file());
+    assert!(share.join("man/man1/portald.1").is_file());
+    let bash = bounded(
+        "bash loading the installed completions",
+        tokio::process::Command::new("bash")
+            .arg("-c")
+            .arg("source \"$1\" && complete -p portal-cli")
+            .arg("bash")
+            .arg(share.join("bash-completion/completions/portal-cli"))
+            .output(),
+    )
+    .await
+    .unwrap();
+    assert!(bash.status.success(), "{}", String::from_utf8_lossy(&bash.stderr));
+    // Installing again over the same files works (a rename over each).
+    ok(&cli(&s, &["install", "--prefix", prefix.to_str().unwrap()]).await);
+    let stop = cli_env(&s, &["daemon", "stop"], &[]).await;
+    assert!(stop.status.success(), "{}", String::from_utf8_lossy(&stop.stderr));
+    kill_what_outlives(&s);
+}
+
 /// asciinema from `tests/asciinema/.venv` (`.ci/run` installs it), or why
 /// not: a skip outside CI, a failure under `CI=true`.
 fn asciinema() -> Option<PathBuf> {
