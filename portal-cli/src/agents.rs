@@ -11,6 +11,7 @@ use portal_proto::v1 as pb;
 use serde_json::json;
 
 use crate::fmt::{self, print_json};
+use crate::notify;
 use crate::{Failure, JsonFlag, Outcome};
 
 /// Agent states by the names every client shows ([`names::agent_state`]).
@@ -33,6 +34,11 @@ pub(crate) struct AgentsArgs {
     /// Redraw on every change, until Ctrl-C.
     #[arg(short, long)]
     watch: bool,
+    /// With --watch (implied): a desktop notification (notify-send,
+    /// osascript; else the terminal bell) each time an agent starts waiting
+    /// for you (awaiting_input) or finishes its turn (done).
+    #[arg(long)]
+    notify: bool,
     #[command(flatten)]
     out: JsonFlag,
 }
@@ -156,7 +162,22 @@ pub(crate) async fn agents(client: &Client, a: AgentsArgs) -> Outcome {
     let mut rpc = client.rpc();
     match a.command {
         None => {
+            let watch = a.watch || a.notify;
             let states: Vec<i32> = a.state.iter().map(|s| i32::from(*s)).collect();
+            // The cursor first: a change after it is never missed, and the
+            // list printed next already shows it.
+            let mut cursor = if watch {
+                rpc.agent_watch(pb::AgentWatchRequest {
+                    since: u64::MAX,
+                    timeout_ms: 1,
+                    ..Default::default()
+                })
+                .await?
+                .into_inner()
+                .cursor
+            } else {
+                0
+            };
             let list =
                 rpc.agent_list(pb::AgentListRequest { states: states.clone() }).await?.into_inner();
             if a.out.json {
@@ -166,19 +187,10 @@ pub(crate) async fn agents(client: &Client, a: AgentsArgs) -> Outcome {
             } else {
                 print_agents(&list);
             }
-            if !a.watch {
+            let _ = std::io::stdout().flush();
+            if !watch {
                 return Ok(());
             }
-            let mut cursor = u64::MAX;
-            let first = rpc
-                .agent_watch(pb::AgentWatchRequest {
-                    since: cursor,
-                    timeout_ms: 1,
-                    ..Default::default()
-                })
-                .await?
-                .into_inner();
-            cursor = first.cursor;
             loop {
                 let w = rpc
                     .agent_watch(pb::AgentWatchRequest {
@@ -191,6 +203,11 @@ pub(crate) async fn agents(client: &Client, a: AgentsArgs) -> Outcome {
                 cursor = w.cursor;
                 if w.transitions.is_empty() {
                     continue;
+                }
+                if a.notify {
+                    for (title, body) in w.transitions.iter().filter_map(notify::message) {
+                        notify::raise(&title, &body);
+                    }
                 }
                 let list = rpc
                     .agent_list(pb::AgentListRequest { states: states.clone() })

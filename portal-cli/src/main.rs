@@ -18,6 +18,7 @@ mod docs;
 mod export;
 mod fmt;
 mod install;
+mod notify;
 mod output;
 mod procs;
 mod search;

@@ -878,6 +878,70 @@ async fn install_puts_working_binaries_pages_and_completions_under_a_prefix() {
     kill_what_outlives(&s);
 }
 
+#[tokio::test]
+async fn agents_notify_tells_a_person_once_per_change_to_waiting() {
+    use std::os::unix::fs::PermissionsExt as _;
+    use tokio::io::AsyncBufReadExt as _;
+    let d = TestDaemon::start().await;
+    let s = d.socket();
+    let mut rpc = d.rpc();
+    // A notify-send that records what it was asked to show.
+    let bin = d.dir.path().join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let log = d.dir.path().join("notified");
+    let fake = bin.join("notify-send");
+    std::fs::write(
+        &fake,
+        format!("#!/bin/sh\nprintf '%s|%s\\n' \"$2\" \"$3\" >> '{}'\n", log.display()),
+    )
+    .unwrap();
+    std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default());
+    let mut watcher = tokio::process::Command::new(CLI)
+        .args(["agents", "--notify"])
+        .env("PORTAL_SOCKET", &s)
+        .env("PORTAL_NO_AUTOSTART", "1")
+        .env("NO_COLOR", "1")
+        .env("PATH", &path)
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut lines = tokio::io::BufReader::new(watcher.stdout.take().unwrap()).lines();
+    let first = bounded("the watcher's first list", lines.next_line()).await.unwrap();
+    assert_eq!(first.as_deref(), Some("No agents."));
+    // An agent that asks, works, then finishes, a step per line typed.
+    let osc = |state: &str, extra: &str| {
+        format!("printf '\\033]3008;portal=1;state={state};name=cc{extra}\\033\\\\'")
+    };
+    let script = format!(
+        "read a; {}; read b; {}; read c; {}; read d",
+        osc("awaiting_input", ";reason=permission"),
+        osc("running", ""),
+        osc("done", "")
+    );
+    let p = start_pty(&mut rpc, "sh", &["-c", &script], 24, 80).await;
+    let notified = async |n: usize| {
+        wait_until(&format!("{n} notifications"), async || {
+            let text = std::fs::read_to_string(&log).unwrap_or_default();
+            let got: Vec<String> = text.lines().map(str::to_owned).collect();
+            (got.len() >= n).then_some(got)
+        })
+        .await
+    };
+    write(&mut rpc, p.id, b"1\r").await;
+    let got = notified(1).await;
+    assert_eq!(got, [format!("cc (process {}) needs you|permission", p.id)]);
+    // Running needs nobody; done does.
+    write(&mut rpc, p.id, b"2\r").await;
+    write(&mut rpc, p.id, b"3\r").await;
+    let got = notified(2).await;
+    assert_eq!(got.len(), 2, "{got:?}");
+    assert!(got[1].starts_with(&format!("cc (process {}) is done|", p.id)), "{got:?}");
+    drop(watcher);
+    d.stop().await;
+}
+
 /// asciinema from `tests/asciinema/.venv` (`.ci/run` installs it), or why
 /// not: a skip outside CI, a failure under `CI=true`.
 fn asciinema() -> Option<PathBuf> {
