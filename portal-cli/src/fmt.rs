@@ -13,6 +13,15 @@ pub(crate) fn color() -> bool {
     std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none()
 }
 
+/// Columns of the terminal stdout is, if it is one.
+pub(crate) fn terminal_columns() -> Option<usize> {
+    if !std::io::stdout().is_terminal() {
+        return None;
+    }
+    let ws = rustix::termios::tcgetwinsize(rustix::stdio::stdout()).ok()?;
+    (ws.ws_col > 0).then_some(usize::from(ws.ws_col))
+}
+
 /// A status, coloured for a terminal (padded to `width` first).
 pub(crate) fn status_cell(p: &pb::Process, width: usize) -> String {
     let name = format!("{:<width$}", names::status(p.status()));

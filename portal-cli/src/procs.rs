@@ -148,6 +148,11 @@ fn print_ps(rows: &[(Option<&str>, &pb::Process)], all: bool, out: JsonFlag) {
     // Fixed, hand-padded columns, not a table crate: the rows print one per
     // line with no borders (what `ps | awk` expects), and comfy-table's width
     // detection alone would bring crossterm in.
+    // On a terminal the command column takes what the others leave, so a
+    // row never wraps; piped, it keeps a fixed width.
+    let before_command = host_cell(None).chars().count() + PS_FIXED_COLUMNS;
+    let command_width = fmt::terminal_columns()
+        .map_or(PS_PIPED_COMMAND, |cols| cols.saturating_sub(before_command).max(PS_MIN_COMMAND));
     println!(
         "{}{:>4}  {:<12} {:>7}  {:<5}  {:<9}  {:<15}  {:<7}  {:>5}  {:>7}  COMMAND",
         host_cell(Some("HOST")),
@@ -182,10 +187,21 @@ fn print_ps(rows: &[(Option<&str>, &pb::Process)], all: bool, out: JsonFlag) {
             fmt::exit_text(p),
             fmt::short_duration(p.idle_ms),
             fmt::short_bytes(fmt::output_bytes(p)),
-            fmt::command_line(p, 60)
+            fmt::command_line(p, command_width)
         );
     }
 }
+
+/// Characters of a `ps` row before the command (without a host column).
+const PS_FIXED_COLUMNS: usize =
+    4 + 2 + 12 + 1 + 7 + 2 + 5 + 2 + 9 + 2 + 15 + 2 + 7 + 2 + 5 + 2 + 7 + 2;
+
+/// The command column when stdout is not a terminal.
+const PS_PIPED_COMMAND: usize = 60;
+
+/// The command column is never narrower than this (a terminal narrower
+/// than the other columns wraps anyway).
+const PS_MIN_COMMAND: usize = 12;
 
 /// `start`.
 pub(crate) async fn start(client: &Client, a: StartArgs) -> Outcome {

@@ -942,6 +942,51 @@ async fn agents_notify_tells_a_person_once_per_change_to_waiting() {
     d.stop().await;
 }
 
+#[tokio::test]
+async fn ps_fits_the_terminal_it_prints_to() {
+    let d = TestDaemon::start().await;
+    let s = d.socket();
+    let mut rpc = d.rpc();
+    let long = "x".repeat(150);
+    start_pipes(&mut rpc, "sh", &["-c", &format!("sleep 60 # {long}")]).await;
+    // The CLI on terminals Portal owns, narrow and wide: its rows never
+    // wrap, and on the wide one the command shows as far as it fits.
+    for cols in [110u32, 200] {
+        let req = pb::StartRequest {
+            command: CLI.into(),
+            args: vec!["ps".into()],
+            mode: pb::Mode::Pty.into(),
+            size: Some(pb::TermSize { rows: 10, cols }),
+            env: [
+                ("PORTAL_SOCKET".to_owned(), s.to_string_lossy().into_owned()),
+                ("PORTAL_NO_AUTOSTART".to_owned(), "1".to_owned()),
+                ("NO_COLOR".to_owned(), "1".to_owned()),
+            ]
+            .into_iter()
+            .collect(),
+            ..Default::default()
+        };
+        let ps = rpc.start(req).await.unwrap().into_inner();
+        wait_exit(&mut rpc, ps.id).await;
+        let text = String::from_utf8(
+            read_all(&mut rpc, ps.id, pb::Stream::Stdout, pb::Encoding::Raw).await,
+        )
+        .unwrap();
+        let rows: Vec<&str> = text.split("\r\n").filter(|l| !l.is_empty()).collect();
+        // A header, the long one, and this ps itself.
+        assert_eq!(rows.len(), 3, "{text:?}");
+        let widest = rows.iter().map(|r| r.chars().count()).max().unwrap();
+        assert!(widest <= cols as usize, "{cols} columns, a row of {widest}: {text}");
+        let row = rows.iter().find(|r| r.contains("sleep 60")).unwrap();
+        if cols == 200 {
+            let shown = row.matches('x').count();
+            assert!(shown > 60, "the wide terminal shows more of the command: {text}");
+        }
+        assert!(row.ends_with('…'), "a cut command says so: {text}");
+    }
+    d.stop().await;
+}
+
 /// asciinema from `tests/asciinema/.venv` (`.ci/run` installs it), or why
 /// not: a skip outside CI, a failure under `CI=true`.
 fn asciinema() -> Option<PathBuf> {
