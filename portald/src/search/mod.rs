@@ -177,6 +177,16 @@ mod tests {
         // Cleared output is never found again.
         store.clear(b, [0, 100, 0]).await.unwrap();
         assert!(index.search(&store, search("mismatched")).await.unwrap().found.hits.is_empty());
+        // And the index dropped it (the search above waited for the indexer).
+        let left: i64 = rusqlite::Connection::open(index_path(&path))
+            .unwrap()
+            .query_row(
+                "SELECT count(*) FROM segments WHERE proc_id = ?1 AND stream = 1",
+                [i64::try_from(b.0).unwrap()],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(left, 0, "the index forgot the cleared output");
         assert_eq!(lines(&index.search(&store, search("listening")).await.unwrap()).len(), 1);
         drop(index);
         drop(store);
