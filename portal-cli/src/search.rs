@@ -75,14 +75,6 @@ fn streams(s: Streams) -> Vec<i32> {
     list.iter().map(|s| (*s).into()).collect()
 }
 
-fn stream_name(v: i32) -> &'static str {
-    match pb::Stream::try_from(v) {
-        Ok(pb::Stream::Stdin) => "stdin",
-        Ok(pb::Stream::Stderr) => "stderr",
-        _ => "stdout",
-    }
-}
-
 fn ago(d: Duration) -> i64 {
     let at = SystemTime::now().checked_sub(d).unwrap_or(SystemTime::UNIX_EPOCH);
     at.duration_since(SystemTime::UNIX_EPOCH)
@@ -176,7 +168,7 @@ fn print_hit(
     } else {
         format!("{}:{}", h.proc_id, h.proc_name)
     };
-    let head = format!("{label} {} {}", stream_name(h.stream), time(h.ts_ns));
+    let head = format!("{label} {} {}", portal_proto::names::stream(h.stream), time(h.ts_ns));
     for line in &h.before {
         writeln!(out, "{head}- {line}")?;
     }
@@ -196,7 +188,7 @@ fn print_json(out: &mut impl std::io::Write, h: &pb::SearchHit) -> std::io::Resu
     let v = json!({
         "proc": h.proc_id,
         "name": h.proc_name,
-        "stream": stream_name(h.stream),
+        "stream": portal_proto::names::stream(h.stream),
         "offset": h.offset,
         "length": h.length,
         "ts_ns": h.ts_ns,

@@ -18,6 +18,16 @@ pub fn status(s: pb::Status) -> &'static str {
     }
 }
 
+/// A stream (unset reads as stdout, a terminal's one output).
+#[must_use]
+pub fn stream(v: i32) -> &'static str {
+    match pb::Stream::try_from(v) {
+        Ok(pb::Stream::Stdin) => "stdin",
+        Ok(pb::Stream::Stderr) => "stderr",
+        _ => "stdout",
+    }
+}
+
 /// Why a wait ended.
 #[must_use]
 pub fn wait_reason(r: pb::WaitReason) -> &'static str {

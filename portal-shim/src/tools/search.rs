@@ -14,14 +14,6 @@ use crate::results::{self, SearchHit, Searched};
 /// (next_page gives more).
 const PAGE_HITS: u32 = 20;
 
-fn stream_name(v: i32) -> &'static str {
-    match pb::Stream::try_from(v) {
-        Ok(pb::Stream::Stdin) => "stdin",
-        Ok(pb::Stream::Stderr) => "stderr",
-        _ => "stdout",
-    }
-}
-
 impl Shim {
     pub(super) async fn search(&self, a: SearchArgs, _: Progress) -> Reply<Searched> {
         let streams: &[pb::Stream] = match a.source {
@@ -58,7 +50,7 @@ impl Shim {
             .hits
             .iter()
             .map(|h| {
-                let source = stream_name(h.stream);
+                let source = portal_proto::names::stream(h.stream);
                 let at = SystemTime::UNIX_EPOCH
                     + Duration::from_nanos(u64::try_from(h.ts_ns).unwrap_or(0));
                 SearchHit {

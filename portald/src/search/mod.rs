@@ -93,24 +93,10 @@ mod tests {
     use super::*;
     use crate::config::Retention;
     use crate::domain::{Chunk, ProcId, StreamId};
-    use crate::store::NewProc;
+    use crate::store::new_proc;
 
     /// More than one indexing step.
     const STEP_BYTES_FOR_TESTS: u64 = 4 << 20;
-
-    fn proc_row() -> NewProc {
-        NewProc {
-            name: None,
-            command: "sh".into(),
-            args: vec![],
-            cwd: "/".into(),
-            env_json: "{}".into(),
-            mode: "pipes",
-            size: None,
-            timeout_ms: 0,
-            started_at_ns: 1,
-        }
-    }
 
     async fn put(store: &Store, id: ProcId, stream: StreamId, offset: u64, ts: i64, data: &str) {
         let chunk = Chunk {
@@ -149,8 +135,8 @@ mod tests {
         let path = dir.path().join("t.db");
         let (store, thread) = Store::open(&path, Retention::UNLIMITED).unwrap();
         let (index, index_thread) = SearchIndex::start(&store);
-        let a = store.create_proc(proc_row()).await.unwrap();
-        let b = store.create_proc(proc_row()).await.unwrap();
+        let a = store.create_proc(new_proc()).await.unwrap();
+        let b = store.create_proc(new_proc()).await.unwrap();
         put(&store, a, StreamId::Stdout, 0, 10, "starting\nlistening on :8080\n").await;
         put(&store, b, StreamId::Stdout, 0, 20, "compiling\nerror[E0308]: mismatched types\n")
             .await;
@@ -203,7 +189,7 @@ mod tests {
             let (store, thread) = Store::open(&path, Retention::UNLIMITED).unwrap();
             let (index, index_thread) = SearchIndex::start(&store);
             if round == 0 {
-                let a = store.create_proc(proc_row()).await.unwrap();
+                let a = store.create_proc(new_proc()).await.unwrap();
                 let text: String = (0..3000).map(|i| format!("line {i} tick\n")).collect();
                 put(&store, a, StreamId::Stdout, 0, 5, &text).await;
             }
@@ -241,7 +227,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let (store, thread) = Store::open(&dir.path().join("t.db"), Retention::UNLIMITED).unwrap();
         let (index, index_thread) = SearchIndex::start(&store);
-        let a = store.create_proc(proc_row()).await.unwrap();
+        let a = store.create_proc(new_proc()).await.unwrap();
         put(&store, a, StreamId::Stdout, 0, 1, "Downloading... ").await;
         assert_eq!(lines(&index.search(&store, search("downloading")).await.unwrap()).len(), 1);
         // More than a step's worth of output was never stored (a full

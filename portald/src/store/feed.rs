@@ -41,11 +41,18 @@ impl LogFeed {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// A committed chunk ends at `end` in its stream.
-    pub(super) fn grew(&self, proc: ProcId, stream: StreamId, end: u64) {
+    /// Committed chunks end at these offsets in their streams (the
+    /// writer gathers a commit's and hands them over at once: one lock per
+    /// commit, not per chunk).
+    pub(super) fn grew(&self, ends: &mut BTreeMap<(ProcId, StreamId), u64>) {
+        if ends.is_empty() {
+            return;
+        }
         let mut s = self.state();
-        let e = s.pending.grown.entry((proc, stream)).or_default();
-        *e = (*e).max(end);
+        for (key, end) in std::mem::take(ends) {
+            let e = s.pending.grown.entry(key).or_default();
+            *e = (*e).max(end);
+        }
         s.dirty = true;
     }
 
@@ -106,8 +113,8 @@ mod tests {
     fn changes_are_taken_once_per_generation() {
         let feed = LogFeed::default();
         assert!(feed.take(0, Duration::ZERO).is_none());
-        feed.grew(ProcId(1), StreamId::Stdout, 10);
-        feed.grew(ProcId(1), StreamId::Stdout, 4);
+        feed.grew(&mut BTreeMap::from([((ProcId(1), StreamId::Stdout), 10)]));
+        feed.grew(&mut BTreeMap::from([((ProcId(1), StreamId::Stdout), 4)]));
         assert!(feed.take(0, Duration::ZERO).is_none(), "nothing committed yet");
         feed.committed();
         let c = feed.take(0, Duration::ZERO).unwrap();

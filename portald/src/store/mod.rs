@@ -384,6 +384,7 @@ impl Store {
             wal: wal.into(),
             db_path: path.to_path_buf(),
             db_id: std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino())),
+            grown: std::collections::BTreeMap::new(),
         };
         let (tx, rx) = mpsc::channel(STORE_QUEUE_MESSAGES);
         let thread = std::thread::Builder::new()
@@ -579,6 +580,22 @@ fn to_i64(v: u64) -> i64 {
     i64::try_from(v).unwrap_or(i64::MAX)
 }
 
+/// A process row for tests.
+#[cfg(test)]
+pub(crate) fn new_proc() -> NewProc {
+    NewProc {
+        name: None,
+        command: "sh".into(),
+        args: vec![],
+        cwd: "/".into(),
+        env_json: "{}".into(),
+        mode: "pipes",
+        size: None,
+        timeout_ms: 0,
+        started_at_ns: 1,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::writer::{NEWEST_KEPT_BYTES, merge_chunks};
@@ -593,20 +610,6 @@ mod tests {
             mono_ns: mono,
             data: Bytes::from_static(data),
             origin: None,
-        }
-    }
-
-    fn new_proc() -> NewProc {
-        NewProc {
-            name: None,
-            command: "sh".into(),
-            args: vec![],
-            cwd: "/".into(),
-            env_json: "{}".into(),
-            mode: "pipes",
-            size: None,
-            timeout_ms: 0,
-            started_at_ns: 1,
         }
     }
 

@@ -76,6 +76,8 @@ pub(super) struct Writer {
     /// The database file, and its device and inode when opened.
     pub(super) db_path: std::path::PathBuf,
     pub(super) db_id: Option<(u64, u64)>,
+    /// Where this commit's chunks end, per stream, for the feed.
+    pub(super) grown: std::collections::BTreeMap<(ProcId, crate::domain::StreamId), u64>,
 }
 
 /// SQLite's own largest `max_page_count`: no limit but the disk.
@@ -373,6 +375,7 @@ impl Writer {
                 self.shared.retained.store(self.usage.total(), Ordering::Relaxed);
                 // Before the answers: a flush barrier's caller may then wait
                 // for the indexer to reach this generation.
+                self.shared.feed.grew(&mut self.grown);
                 self.shared.feed.committed();
                 for (msg, outcome) in batch.drain(..).zip(outcomes) {
                     answer(msg, outcome);
@@ -405,7 +408,8 @@ impl Writer {
         match msg {
             Msg::Chunk { chunk, .. } if chunks_committed => {
                 self.usage.appended(chunk);
-                self.shared.feed.grew(chunk.proc, chunk.stream, chunk.end());
+                let end = self.grown.entry((chunk.proc, chunk.stream)).or_default();
+                *end = (*end).max(chunk.end());
             }
             Msg::Clear { id, starts } => {
                 self.usage.cleared(*id, *starts);
