@@ -16,6 +16,7 @@ use crate::agents::{AgentEvent, signals};
 use crate::config::Config;
 use crate::domain::RowStatus;
 use crate::error::DaemonError;
+use crate::marks::ChangeHub;
 use crate::proc::actor::{self, ActorParts};
 use crate::proc::handover::Carried;
 use crate::proc::holding::Holding;
@@ -159,7 +160,7 @@ impl Daemon {
                 // Running when the last daemon wrote it: that daemon is gone.
                 RowStatus::Running | RowStatus::Lost => ProcStatus::Lost,
             };
-            let shared = shared_of(&r);
+            let shared = shared_of(&r, self.registry.changes());
             let size = r.size.map(|(rows, cols)| crate::proc::TermSize { rows, cols });
             let spec = ProcSpec {
                 command: r.command,
@@ -297,7 +298,7 @@ impl Daemon {
             })??;
         // The log ends exactly where the last daemon's readers stopped: new
         // output is what comes from here on.
-        let shared = shared_of(r);
+        let shared = shared_of(r, self.registry.changes());
         let is_pty = matches!(spec.stdio, Stdio::Pty(_));
         if let Some(cursors) = carried.cursors {
             let ends = shared.ends();
@@ -451,7 +452,7 @@ impl Daemon {
             kill_grace: self.config.kill_grace,
             fault_injection: self.config.fault_injection,
             kernel_input_state: self.config.kernel_input_state,
-            shared: crate::proc::Shared::default(),
+            shared: crate::proc::Shared::new(self.registry.changes().clone()),
             screen_seed: None,
             carried_marks: (0, None),
         };
@@ -598,8 +599,8 @@ impl Daemon {
 
 /// A process's counters and offsets as its row stored them; its "read new"
 /// positions at the ends (what came before is not new to anyone now).
-fn shared_of(r: &crate::store::StoredProc) -> crate::proc::Shared {
-    let shared = crate::proc::Shared::default();
+fn shared_of(r: &crate::store::StoredProc, changes: &ChangeHub) -> crate::proc::Shared {
+    let shared = crate::proc::Shared::new(changes.clone());
     for i in 0..3 {
         shared.end[i].store(r.ends[i], std::sync::atomic::Ordering::Release);
         shared.start[i].store(r.starts[i], std::sync::atomic::Ordering::Release);

@@ -28,6 +28,7 @@
 
 mod agents;
 mod ansi;
+mod changes;
 pub mod config;
 mod daemon;
 pub mod doctor;
@@ -36,6 +37,7 @@ mod error;
 #[cfg(test)]
 mod fuzz;
 mod grpc;
+mod marks;
 mod osc;
 mod proc;
 mod profiles;

@@ -8,6 +8,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
+use crate::marks::ChangeHub;
 use crate::proc::{ProcError, ProcHandle, ProcId};
 
 /// How a request names a process.
@@ -28,9 +29,13 @@ struct Inner {
     starting: usize,
 }
 
-/// The index.
+/// The index, and the wake-up of clients that follow every process (a
+/// process added or forgotten is a change no process's mark records).
 #[derive(Default)]
-pub(crate) struct Registry(Mutex<Inner>);
+pub(crate) struct Registry {
+    inner: Mutex<Inner>,
+    changes: ChangeHub,
+}
 
 /// A slot reserved for a start in progress; released on drop unless filled.
 pub(crate) struct Reservation<'a> {
@@ -41,7 +46,12 @@ pub(crate) struct Reservation<'a> {
 
 impl Registry {
     fn lock(&self) -> MutexGuard<'_, Inner> {
-        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The hub every process's change mark wakes.
+    pub(crate) fn changes(&self) -> &ChangeHub {
+        &self.changes
     }
 
     /// Reserves room (and the name) for a process about to start.
@@ -71,6 +81,8 @@ impl Registry {
             inner.names.insert(name.clone(), Some(handle.id()));
         }
         inner.by_id.insert(handle.id(), handle);
+        drop(inner);
+        self.changes.wake();
     }
 
     /// Looks a process up.
@@ -94,6 +106,8 @@ impl Registry {
         if let Some(name) = &handle.facts.spec.name {
             inner.names.remove(name);
         }
+        drop(inner);
+        self.changes.wake();
         Some(handle)
     }
 
@@ -112,7 +126,9 @@ impl Reservation<'_> {
             inner.names.insert(name.clone(), Some(handle.id()));
         }
         inner.by_id.insert(handle.id(), handle);
+        drop(inner);
         self.filled = true;
+        self.registry.changes.wake();
     }
 }
 

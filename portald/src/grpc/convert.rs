@@ -553,6 +553,7 @@ pub(crate) fn process_pb(h: &ProcHandle, fresh: Option<InputReport>) -> pb::Proc
             .idle_timeout
             .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
         idle_ms: h.shared.idle_ms(),
+        output_quiet_ms: h.shared.output_quiet_ms(),
         streams,
         stdin_closed: h.shared.stdin_closed.load(Ordering::Acquire),
         awaiting_secret: h.shared.awaiting_secret.load(Ordering::Acquire),

@@ -283,6 +283,27 @@ impl Portal for PortalService {
         ok(Box::pin(stream))
     }
 
+    type ChangesStream = Pin<Box<dyn Stream<Item = Result<pb::ChangesEvent, Status>> + Send>>;
+
+    async fn changes(&self, req: Request<pb::ChangesRequest>) -> Reply<Self::ChangesStream> {
+        let interval = match req.into_inner().min_interval_ms {
+            0 => crate::changes::DEFAULT_INTERVAL,
+            ms => std::time::Duration::from_millis(ms),
+        };
+        let rx = crate::changes::follow(Arc::clone(&self.daemon), interval);
+        let batches = tokio_stream::wrappers::ReceiverStream::new(rx);
+        let stream = futures::StreamExt::map(batches, |b| {
+            Ok(pb::ChangesEvent {
+                initial: b.initial,
+                ids: b.ids.into_iter().map(|id| id.0).collect(),
+                agents: b.agents,
+            })
+        });
+        // Cut by a live upgrade: says so, and the client follows again.
+        let stream = futures::StreamExt::chain(stream, handover_end(Arc::clone(&self.daemon)));
+        ok(Box::pin(stream))
+    }
+
     type AttachStream = attach::AttachStream;
 
     async fn attach(

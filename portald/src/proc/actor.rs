@@ -522,6 +522,10 @@ impl ProcActor {
         }
         self.shared.end[i].store(offset + len, Ordering::Release);
         self.shared.chunks[i].fetch_add(1, Ordering::AcqRel);
+        if stream != StreamId::Stdin {
+            self.shared.last_output_ns.store(chunk.mono_ns, Ordering::Release);
+        }
+        self.shared.changes.changed();
         // No subscribers is fine.
         let _ = self.events.send(LiveEvent::Chunk(chunk));
         offset
@@ -822,6 +826,7 @@ impl ProcActor {
         self.shared
             .set_input(InputReport { state: InputState::Exited, source: InputSource::Kernel });
         self.state.send_modify(|p| p.status = status);
+        self.shared.changes.changed();
         let _ = self.events.send(LiveEvent::Ended);
         for w in self.kill_waiters.drain(..) {
             // The caller may have gone away (client cancelled); that is fine.
@@ -963,7 +968,9 @@ impl ProcActor {
             .and_then(|p| p.as_raw_fd())
             .and_then(sys::secret_prompt)
             .unwrap_or(false);
-        self.shared.awaiting_secret.store(secret, Ordering::Release);
+        if self.shared.awaiting_secret.swap(secret, Ordering::AcqRel) != secret {
+            self.shared.changes.changed();
+        }
         secret
     }
 
@@ -1048,6 +1055,7 @@ impl ProcActor {
         }
         self.input.close();
         self.shared.stdin_closed.store(true, Ordering::Release);
+        self.shared.changes.changed();
         Ok(())
     }
 
@@ -1070,6 +1078,7 @@ impl ProcActor {
         let to = crate::screen::clamp(size);
         let from = self.state.borrow().size;
         self.state.send_modify(|p| p.size = Some(to));
+        self.shared.changes.changed();
         // Kept for recordings (asciicast `r` events).
         if let Some(from) = from.filter(|f| *f != to) {
             self.store.record_resize(crate::domain::Resize { id, at_ns: sys::wall_ns(), from, to });

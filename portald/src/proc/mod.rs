@@ -279,6 +279,10 @@ pub(crate) struct Shared {
     pub(crate) input_state: AtomicU8,
     /// Its source: 1 kernel, 2 heuristic.
     pub(crate) input_source: AtomicU8,
+    /// Monotonic ns of the last output (0 = none since this daemon has it).
+    pub(crate) last_output_ns: AtomicI64,
+    /// Bumped whenever something a process list shows changes.
+    pub(crate) changes: crate::marks::ChangeMark,
 }
 
 impl crate::store::HistoryStarts for Shared {
@@ -321,14 +325,30 @@ impl Shared {
         Some(InputReport { state, source })
     }
 
-    /// Publishes an input state.
+    /// Counters for a process whose changes wake the followers of `hub`.
+    pub(crate) fn new(hub: crate::marks::ChangeHub) -> Self {
+        Self { changes: crate::marks::ChangeMark::new(hub), ..Self::default() }
+    }
+
+    /// Publishes an input state (a change is marked; the same one again is
+    /// not).
     pub(crate) fn set_input(&self, r: InputReport) {
-        self.input_state.store(r.state.to_u8(), Ordering::Release);
+        let old = self.input_state.swap(r.state.to_u8(), Ordering::AcqRel);
         let source = match r.source {
             InputSource::Kernel => 1,
             InputSource::Heuristic => 2,
         };
-        self.input_source.store(source, Ordering::Release);
+        let old_source = self.input_source.swap(source, Ordering::AcqRel);
+        if old != r.state.to_u8() || old_source != source {
+            self.changes.changed();
+        }
+    }
+
+    /// Milliseconds since the program last printed, if it has while this
+    /// daemon held it.
+    pub(crate) fn output_quiet_ms(&self) -> Option<u64> {
+        let at = self.last_output_ns.load(Ordering::Acquire);
+        (at > 0).then(|| u64::try_from((crate::sys::monotonic_ns() - at) / 1_000_000).unwrap_or(0))
     }
 
     /// Locks the read cursors (recovering from a poisoned lock: the data is

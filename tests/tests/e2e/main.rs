@@ -5,6 +5,7 @@
 
 mod agents;
 mod capture;
+mod changes;
 mod clients;
 mod daemon;
 mod disk;
