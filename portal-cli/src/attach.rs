@@ -15,7 +15,6 @@ use portal_proto::client::{Client, is_disconnect};
 use portal_proto::names;
 use portal_proto::v1 as pb;
 use rustix::termios::{self, OptionalActions, Termios};
-use tokio::io::AsyncReadExt as _;
 use tokio::sync::mpsc;
 
 use crate::{Outcome, fmt, proc_ref};
@@ -60,9 +59,12 @@ fn window_size() -> Option<pb::TermSize> {
 }
 
 /// How a session ended.
-enum End {
+pub(crate) enum End {
+    /// The person pressed the detach key.
     Detached,
+    /// The program ended.
     Exited(Box<pb::Process>),
+    /// The daemon could not be reached again.
     Lost,
 }
 
@@ -71,41 +73,109 @@ pub(crate) async fn attach(client: &Client, proc: &str) -> Outcome {
     if !termios::isatty(rustix::stdio::stdin()) {
         return Err(anyhow::anyhow!("attach needs a terminal on standard input; use `portal-cli write` or `read -f` in scripts").into());
     }
+    match session(client, proc).await? {
+        End::Detached => {
+            eprintln!("[detached from {proc}; it keeps running]");
+            Ok(())
+        }
+        End::Exited(p) => {
+            eprintln!("[process {} {}: {}]", p.id, names::status(p.status()), fmt::exit_text(&p));
+            Ok(())
+        }
+        End::Lost => Err(anyhow::anyhow!("lost the connection to portald").into()),
+    }
+}
+
+/// Keystrokes from this terminal on a thread of its own, until the detach
+/// key or until dropped. The thread waits on the terminal and on a pipe
+/// together, so dropping the reader never leaves a read pending that would
+/// take the next keystroke from whoever reads the terminal next (the
+/// dashboard, after a session).
+struct Keys {
+    stop: Option<std::io::PipeWriter>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Keys {
+    fn spawn(
+        tx: mpsc::Sender<pb::AttachRequest>,
+        detached: tokio::sync::oneshot::Sender<()>,
+    ) -> anyhow::Result<Self> {
+        let (stopped, stop) = std::io::pipe().context("making a pipe")?;
+        let thread = std::thread::Builder::new()
+            .name("attach-keys".into())
+            .spawn(move || {
+                read_keys(&stopped, &tx);
+                let _ = detached.send(());
+            })
+            .context("starting the keystroke reader")?;
+        Ok(Self { stop: Some(stop), thread: Some(thread) })
+    }
+}
+
+impl Drop for Keys {
+    fn drop(&mut self) {
+        // The pipe's end closing wakes the thread's poll.
+        drop(self.stop.take());
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Reads the terminal until the detach key, end of input, or `stopped`
+/// becoming readable (its writer closed).
+fn read_keys(stopped: &std::io::PipeReader, tx: &mpsc::Sender<pb::AttachRequest>) {
+    use rustix::event::{PollFd, PollFlags, poll};
+    let stdin = rustix::stdio::stdin();
+    let mut buf = [0u8; 4096];
+    loop {
+        let mut fds = [PollFd::new(&stdin, PollFlags::IN), PollFd::new(stopped, PollFlags::IN)];
+        match poll(&mut fds, None) {
+            Ok(_) => {}
+            Err(rustix::io::Errno::INTR) => continue,
+            Err(_) => return,
+        }
+        if !fds[1].revents().is_empty() {
+            return;
+        }
+        if fds[0].revents().is_empty() {
+            continue;
+        }
+        let n = match rustix::io::read(stdin, &mut buf) {
+            Ok(0) | Err(_) => return,
+            Ok(n) => n,
+        };
+        let (input, detach) = match buf[..n].iter().position(|&b| b == DETACH_KEY) {
+            Some(i) => (&buf[..i], true),
+            None => (&buf[..n], false),
+        };
+        if !input.is_empty() {
+            let msg = pb::AttachRequest {
+                msg: Some(pb::attach_request::Msg::Input(input.to_vec().into())),
+            };
+            if tx.blocking_send(msg).is_err() {
+                return;
+            }
+        }
+        if detach {
+            return;
+        }
+    }
+}
+
+/// Connects this terminal (in raw mode until it returns) to a PTY process
+/// until the detach key, the program's end, or the daemon lost for good.
+/// The terminal's modes the program switched on are switched off again.
+pub(crate) async fn session(client: &Client, proc: &str) -> Result<End, crate::Failure> {
     let raw = RawMode::enter()?;
     // Keystrokes and resizes, for whichever connection is current.
     let (tx, mut keys) = mpsc::channel::<pb::AttachRequest>(64);
-    // Keystrokes → daemon, until the detach key.
-    let key_tx = tx.clone();
     let (detached_tx, mut detached) = tokio::sync::oneshot::channel::<()>();
-    tokio::spawn(async move {
-        let mut stdin = tokio::io::stdin();
-        let mut buf = [0u8; 4096];
-        loop {
-            let n = match stdin.read(&mut buf).await {
-                Ok(0) | Err(_) => break,
-                Ok(n) => n,
-            };
-            let (input, detach) = match buf[..n].iter().position(|&b| b == DETACH_KEY) {
-                Some(i) => (&buf[..i], true),
-                None => (&buf[..n], false),
-            };
-            if !input.is_empty() {
-                let msg = pb::AttachRequest {
-                    msg: Some(pb::attach_request::Msg::Input(input.to_vec().into())),
-                };
-                if key_tx.send(msg).await.is_err() {
-                    break;
-                }
-            }
-            if detach {
-                break;
-            }
-        }
-        let _ = detached_tx.send(());
-    });
+    let reader = Keys::spawn(tx.clone(), detached_tx)?;
     // Window size changes → daemon.
     let resizes = tx;
-    tokio::spawn(async move {
+    let winch = tokio::spawn(async move {
         let Ok(mut winch) =
             tokio::signal::unix::signal(tokio::signal::unix::SignalKind::window_change())
         else {
@@ -143,7 +213,9 @@ pub(crate) async fn attach(client: &Client, proc: &str) -> Outcome {
                 continue;
             }
             Err(s) => {
-                drop(raw);
+                // The receiver first: a reader blocked sending gives up.
+                drop((keys, reader, raw));
+                winch.abort();
                 return Err(s.into());
             }
         };
@@ -178,19 +250,13 @@ pub(crate) async fn attach(client: &Client, proc: &str) -> Outcome {
             Err(_) => break End::Lost,
         }
     };
+    // The receiver first: a reader blocked sending gives up.
+    drop(keys);
+    drop(reader);
+    winch.abort();
     drop(raw);
     let mut out = std::io::stdout().lock();
     let _ = out.write_all(RESET_TERMINAL);
     let _ = out.flush();
-    match end {
-        End::Detached => {
-            eprintln!("[detached from {proc}; it keeps running]");
-            Ok(())
-        }
-        End::Exited(p) => {
-            eprintln!("[process {} {}: {}]", p.id, names::status(p.status()), fmt::exit_text(&p));
-            Ok(())
-        }
-        End::Lost => Err(anyhow::anyhow!("lost the connection to portald").into()),
-    }
+    Ok(end)
 }

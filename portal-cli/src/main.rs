@@ -14,6 +14,7 @@
 mod agents;
 mod attach;
 mod daemonctl;
+mod dash;
 mod docs;
 mod export;
 mod fmt;
@@ -171,6 +172,9 @@ enum Command {
     /// Report an agent's state (what the hooks run; reads the hook's JSON
     /// from stdin).
     Emit(agents::EmitArgs),
+    /// Every program and agent on one live screen, whoever needs you first;
+    /// Enter attaches, Ctrl-] comes back (`?` lists the keys).
+    Dash(dash::DashArgs),
     /// Connect this terminal to a PTY process; Ctrl-] detaches (it keeps running).
     Attach {
         /// Process id or name.
@@ -332,6 +336,17 @@ pub(crate) enum Failure {
     Silent,
 }
 
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Failed(e) => write!(f, "{e:#}"),
+            Self::Unreachable(e) => write!(f, "{e}"),
+            Self::NotRunning => f.write_str("portald is not running"),
+            Self::Silent => f.write_str("not reached"),
+        }
+    }
+}
+
 impl From<anyhow::Error> for Failure {
     fn from(e: anyhow::Error) -> Self {
         Self::Failed(e)
@@ -433,6 +448,7 @@ impl Command {
             Command::Run(_) => "run",
             Command::SendKeys { .. } => "send-keys",
             Command::Attach { .. } => "attach",
+            Command::Dash(_) => "dash",
             Command::Agents(_) => "agents",
             Command::Start(_) => "start",
             Command::Demo => "demo",
@@ -575,6 +591,7 @@ async fn run(mut cli: Cli) -> Outcome {
         Command::Rm { proc } => procs::rm(&client, &proc).await,
         Command::Inspect { proc, out } => procs::inspect(&client, &proc, out).await,
         Command::Attach { proc } => attach::attach(&client, &proc).await,
+        Command::Dash(args) => dash::dash(&client, args).await,
         Command::Wait(args) => waits::wait(&client, args).await,
         Command::Agents(args) => agents::agents(&client, args).await,
         Command::Hooks(cmd) => agents::hooks(&client, cmd).await,

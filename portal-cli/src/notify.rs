@@ -24,6 +24,14 @@ pub(crate) fn message(t: &pb::AgentTransition) -> Option<(String, String)> {
 
 /// Raises the notification, or rings the bell when no notifier exists.
 pub(crate) fn raise(title: &str, body: &str) {
+    if !try_raise(title, body) {
+        eprint!("\x07[{title}: {body}]\r\n");
+    }
+}
+
+/// Raises a desktop notification; false when this machine has no notifier
+/// (the caller rings the bell its own way).
+pub(crate) fn try_raise(title: &str, body: &str) -> bool {
     let mut cmd = if cfg!(target_os = "macos") {
         let quote = |s: &str| s.replace('\\', "\\\\").replace('"', "\\\"");
         let mut c = std::process::Command::new("osascript");
@@ -47,7 +55,8 @@ pub(crate) fn raise(title: &str, body: &str) {
         // Reaped on a thread of its own: the watch goes on meanwhile.
         Ok(mut child) => {
             std::thread::spawn(move || child.wait());
+            true
         }
-        Err(_) => eprint!("\x07[{title}: {body}]\r\n"),
+        Err(_) => false,
     }
 }

@@ -1,0 +1,329 @@
+//! Drawing the dashboard: a header with the tally, the process list,
+//! the selected program's preview (beside the list on a wide terminal,
+//! under it on a narrow one), and the bottom line (a prompt, the last
+//! message, or the keys). Colours follow urgency; with `NO_COLOR` the
+//! selection is shown reversed and nothing else is coloured.
+
+use portal_proto::names;
+use portal_proto::v1 as pb;
+use ratatui::Frame;
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::style::{Color, Modifier, Style};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{
+    Block, Borders, Cell, Clear, Paragraph, Row as TableRow, Table, TableState,
+};
+
+use super::model::{Mode, Model, Row, Urgency};
+use crate::fmt;
+
+/// Wide enough to put the preview beside the list rather than under it.
+const SIDE_BY_SIDE_COLUMNS: u16 = 140;
+
+/// What the preview shows.
+#[derive(Debug, Default)]
+pub(crate) enum Preview {
+    /// Nothing selected.
+    #[default]
+    Empty,
+    /// A terminal's screen.
+    Screen { id: u64, screen: pb::ScreenSnapshot },
+    /// The last lines a program on pipes printed.
+    Lines { id: u64, lines: Vec<String> },
+    /// Why there is no preview.
+    Unavailable { id: u64, why: String },
+}
+
+/// The keys, for `?`.
+const HELP: &[(&str, &str)] = &[
+    ("↑ ↓ PgUp PgDn Home End", "select a process"),
+    ("Enter", "attach this terminal to it (Ctrl-] comes back here)"),
+    ("s", "type a line into it (hidden and never logged at a password prompt)"),
+    ("k", "kill it (asks first)"),
+    ("/", "filter by id, name, command or agent (Esc clears)"),
+    ("?", "this help"),
+    ("q  Ctrl-C", "quit (every program keeps running)"),
+];
+
+/// Where the list and the preview go, for a terminal of `area`.
+pub(crate) struct Areas {
+    header: Rect,
+    list: Rect,
+    preview: Rect,
+    footer: Rect,
+}
+
+/// Splits the terminal.
+pub(crate) fn areas(area: Rect, rows: usize) -> Areas {
+    let [header, body, footer] =
+        Layout::vertical([Constraint::Length(1), Constraint::Min(3), Constraint::Length(1)])
+            .areas(area);
+    let (list, preview) = if area.width >= SIDE_BY_SIDE_COLUMNS {
+        let [l, p] = Layout::horizontal([Constraint::Percentage(55), Constraint::Percentage(45)])
+            .areas(body);
+        (l, p)
+    } else {
+        // The list takes what its rows need (and a border and a header), up
+        // to half the height; the preview the rest.
+        let wanted = u16::try_from(rows).unwrap_or(u16::MAX).saturating_add(3).max(4);
+        let list_height = wanted.min((body.height / 2).max(4)).min(body.height);
+        let [l, p] =
+            Layout::vertical([Constraint::Length(list_height), Constraint::Min(0)]).areas(body);
+        (l, p)
+    };
+    Areas { header, list, preview, footer }
+}
+
+/// Rows of the list that fit (for PgUp/PgDn).
+pub(crate) fn list_page(area: Rect, rows: usize) -> usize {
+    usize::from(areas(area, rows).list.height.saturating_sub(3)).max(1)
+}
+
+/// Draws everything.
+pub(crate) fn draw(frame: &mut Frame<'_>, model: &Model, preview: &Preview, host: Option<&str>) {
+    let color = std::env::var_os("NO_COLOR").is_none();
+    let visible = model.visible();
+    let a = areas(frame.area(), visible.len());
+    frame.render_widget(header(model, host, color), a.header);
+    draw_list(frame, model, &visible, a.list, color);
+    draw_preview(frame, model, preview, a.preview);
+    frame.render_widget(footer(model, color), a.footer);
+    if model.mode == Mode::Help {
+        draw_help(frame, frame.area());
+    }
+}
+
+fn header(model: &Model, host: Option<&str>, color: bool) -> Paragraph<'static> {
+    let rows = model.all_rows();
+    let running = rows.iter().filter(|r| r.proc.status() == pb::Status::Running).count();
+    let needs = rows.iter().filter(|r| r.urgency() == Urgency::NeedsYou).count();
+    let done = rows.iter().filter(|r| r.urgency() == Urgency::Done).count();
+    let mut spans = vec![
+        Span::styled("Portal", Style::new().add_modifier(Modifier::BOLD)),
+        Span::raw(format!("  {} · {running} running", host.unwrap_or("this machine"))),
+    ];
+    if needs > 0 {
+        spans.push(Span::raw(" · "));
+        spans.push(Span::styled(
+            format!("{needs} need you"),
+            urgency_style(Urgency::NeedsYou, color),
+        ));
+    }
+    if done > 0 {
+        spans.push(Span::raw(" · "));
+        spans.push(Span::styled(format!("{done} done"), urgency_style(Urgency::Done, color)));
+    }
+    if !model.filter.is_empty() {
+        spans.push(Span::raw(format!(" · filter \"{}\"", model.filter)));
+    }
+    spans.push(Span::raw("  (? for keys)"));
+    Paragraph::new(Line::from(spans))
+}
+
+fn urgency_style(u: Urgency, color: bool) -> Style {
+    if !color {
+        return Style::new();
+    }
+    match u {
+        Urgency::NeedsYou => Style::new().fg(Color::Yellow).add_modifier(Modifier::BOLD),
+        Urgency::Done => Style::new().fg(Color::Green),
+        Urgency::Agent => Style::new().fg(Color::Cyan),
+        Urgency::Running => Style::new(),
+        Urgency::Ended => Style::new().fg(Color::DarkGray),
+    }
+}
+
+/// The agent column: its state, and why when it says.
+fn agent_cell(r: &Row) -> String {
+    let Some(a) = &r.agent else { return "-".into() };
+    let state = names::agent_state(a.state());
+    if a.reason.is_empty() {
+        format!("{} {state}", a.name)
+    } else {
+        format!("{} {state}: {}", a.name, a.reason)
+    }
+}
+
+/// "running", "exit 3", or how else it ended ("killed", "lost").
+fn status_text(p: &pb::Process) -> String {
+    match (p.status(), p.exit_code) {
+        (pb::Status::Exited, Some(code)) => format!("exit {code}"),
+        (s, _) => names::status(s).to_owned(),
+    }
+}
+
+fn input_text(p: &pb::Process) -> &'static str {
+    if p.status() != pb::Status::Running {
+        return "-";
+    }
+    if p.awaiting_secret {
+        return "awaiting_secret";
+    }
+    match p.input_state() {
+        pb::InputState::Unspecified => "-",
+        s => names::input_state(s),
+    }
+}
+
+fn draw_list(frame: &mut Frame<'_>, model: &Model, visible: &[&Row], area: Rect, color: bool) {
+    let header = TableRow::new(["ID", "NAME", "MODE", "STATUS", "INPUT", "AGENT", "QUIET", "OUT"])
+        .style(Style::new().add_modifier(Modifier::BOLD));
+    let rows = visible.iter().map(|r| {
+        let p = &r.proc;
+        let quiet = model.quiet_ms(r).map_or_else(|| "-".into(), fmt::short_duration);
+        TableRow::new(vec![
+            Cell::from(p.id.to_string()),
+            Cell::from(r.label()),
+            Cell::from(if p.mode() == pb::Mode::Pty { "pty" } else { "pipes" }),
+            Cell::from(status_text(p)),
+            Cell::from(input_text(p)),
+            Cell::from(agent_cell(r)),
+            Cell::from(quiet),
+            Cell::from(fmt::short_bytes(fmt::output_bytes(p))),
+        ])
+        .style(urgency_style(r.urgency(), color))
+    });
+    let widths = [
+        Constraint::Length(4),
+        Constraint::Length(14),
+        Constraint::Length(5),
+        Constraint::Length(9),
+        Constraint::Length(14),
+        Constraint::Min(10),
+        Constraint::Length(5),
+        Constraint::Length(6),
+    ];
+    let selected_style = if color {
+        Style::new().bg(Color::Blue).fg(Color::White).add_modifier(Modifier::BOLD)
+    } else {
+        Style::new().add_modifier(Modifier::REVERSED)
+    };
+    let title = if visible.len() == model.all_rows().len() {
+        format!(" processes ({}) ", visible.len())
+    } else {
+        format!(" processes ({} of {}) ", visible.len(), model.all_rows().len())
+    };
+    let table = Table::new(rows, widths)
+        .header(header)
+        .block(Block::default().borders(Borders::ALL).title(title))
+        .row_highlight_style(selected_style)
+        .highlight_symbol("▶ ");
+    let mut state = TableState::default().with_selected(model.selected_index());
+    if visible.is_empty() {
+        let empty = if model.all_rows().is_empty() {
+            "No managed processes. Start one: portal-cli start --pty -- python3"
+        } else {
+            "Nothing matches the filter (Esc clears it)."
+        };
+        frame.render_widget(
+            Paragraph::new(empty)
+                .block(Block::default().borders(Borders::ALL).title(" processes ")),
+            area,
+        );
+        return;
+    }
+    frame.render_stateful_widget(table, area, &mut state);
+}
+
+fn draw_preview(frame: &mut Frame<'_>, model: &Model, preview: &Preview, area: Rect) {
+    let inner_height = usize::from(area.height.saturating_sub(2));
+    let (title, lines): (String, Vec<Line<'_>>) = match (model.selected(), preview) {
+        (Some(r), Preview::Screen { id, screen }) if r.proc.id == *id => {
+            let size = screen.size.unwrap_or_default();
+            let mut title = format!(" {} {} · screen {}×{} ", id, r.label(), size.cols, size.rows);
+            if !screen.title.is_empty() {
+                title = format!(" {} {} · {} ", id, r.label(), screen.title);
+            }
+            (title, screen_lines(screen, inner_height))
+        }
+        (Some(r), Preview::Lines { id, lines }) if r.proc.id == *id => {
+            let start = lines.len().saturating_sub(inner_height);
+            (
+                format!(" {} {} · last output ", id, r.label()),
+                lines[start..].iter().map(|l| Line::raw(l.clone())).collect(),
+            )
+        }
+        (Some(r), Preview::Unavailable { id, why }) if r.proc.id == *id => {
+            (format!(" {} {} ", id, r.label()), vec![Line::raw(why.clone())])
+        }
+        (Some(r), _) => (format!(" {} {} ", r.proc.id, r.label()), vec![]),
+        (None, _) => (" preview ".into(), vec![]),
+    };
+    frame.render_widget(
+        Paragraph::new(lines).block(Block::default().borders(Borders::ALL).title(title)),
+        area,
+    );
+}
+
+/// A screen's rows that fit in `height`: from the top, unless the cursor
+/// (where the program is typing or asking) would fall below, then ending at
+/// it.
+fn screen_lines(screen: &pb::ScreenSnapshot, height: usize) -> Vec<Line<'static>> {
+    let last_used = screen.lines.iter().rposition(|l| !l.is_empty()).unwrap_or(0);
+    let cursor = usize::try_from(screen.cursor_row).unwrap_or(0);
+    let bottom = last_used.max(cursor);
+    let start = (bottom + 1).saturating_sub(height);
+    screen.lines.iter().skip(start).take(height).map(|l| Line::raw(l.clone())).collect()
+}
+
+fn footer(model: &Model, color: bool) -> Paragraph<'static> {
+    let prompt = Style::new().add_modifier(Modifier::BOLD);
+    let line = match &model.mode {
+        Mode::Filter => Line::from(vec![
+            Span::styled("filter: ", prompt),
+            Span::raw(format!("{}▏", model.filter)),
+            Span::raw("   (Enter keeps it, Esc clears)"),
+        ]),
+        Mode::Line { id, text, secret: true } => Line::from(vec![
+            Span::styled(format!("password for {id} (hidden, never logged): "), prompt),
+            Span::raw(format!("{}▏", "•".repeat(text.chars().count()))),
+        ]),
+        Mode::Line { id, text, secret: false } => Line::from(vec![
+            Span::styled(format!("line for {id}: "), prompt),
+            Span::raw(format!("{text}▏")),
+            Span::raw("   (Enter sends it with Enter, Esc cancels)"),
+        ]),
+        Mode::ConfirmKill { id } => {
+            let what = model
+                .all_rows()
+                .iter()
+                .find(|r| r.proc.id == *id)
+                .map(|r| fmt::command_line(&r.proc, 40))
+                .unwrap_or_default();
+            let style = if color { prompt.fg(Color::Red) } else { prompt };
+            Line::from(Span::styled(format!("kill {id} ({what})? y/N"), style))
+        }
+        Mode::Help | Mode::Normal => match &model.message {
+            Some(m) => Line::raw(m.clone()),
+            None => Line::raw("Enter attach · s type a line · k kill · / filter · ? help · q quit"),
+        },
+    };
+    Paragraph::new(line)
+}
+
+fn draw_help(frame: &mut Frame<'_>, area: Rect) {
+    let width = 84.min(area.width);
+    let height = u16::try_from(HELP.len() + 4).unwrap_or(u16::MAX).min(area.height);
+    let rect = Rect {
+        x: area.x + (area.width - width) / 2,
+        y: area.y + (area.height - height) / 2,
+        width,
+        height,
+    };
+    let mut lines: Vec<Line<'_>> = HELP
+        .iter()
+        .map(|(k, what)| {
+            Line::from(vec![
+                Span::styled(format!(" {k:>22}  "), Style::new().add_modifier(Modifier::BOLD)),
+                Span::raw(*what),
+            ])
+        })
+        .collect();
+    lines.push(Line::raw(""));
+    lines.push(Line::raw("Any key closes this."));
+    frame.render_widget(Clear, rect);
+    frame.render_widget(
+        Paragraph::new(lines).block(Block::default().borders(Borders::ALL).title(" keys ")),
+        rect,
+    );
+}
