@@ -48,7 +48,7 @@ enum AgentsCommand {
     /// Wait until agents reach a state; exit 0 when they did.
     Wait {
         /// Agents' processes, by id or name.
-        #[arg(required = true)]
+        #[arg(required = true, add = clap_complete::ArgValueCompleter::new(crate::complete::procs))]
         ids: Vec<String>,
         /// Target states [default: awaiting_input,done,idle].
         #[arg(long, value_delimiter = ',', value_parser = agent_state_parser())]
@@ -65,7 +65,7 @@ enum AgentsCommand {
     /// Send a prompt once the agents are ready: agents send IDS... -- TEXT
     Send {
         /// Agents' processes, by id or name.
-        #[arg(required = true)]
+        #[arg(required = true, add = clap_complete::ArgValueCompleter::new(crate::complete::procs))]
         ids: Vec<String>,
         /// Idempotency key: a retry with the same key is not typed twice.
         #[arg(long)]

@@ -1,5 +1,4 @@
-//! What Portal ships for shells and `man`: `completions SHELL` prints
-//! portal-cli's completion script, `man --dir DIR` writes the man pages of
+//! What Portal ships for `man`: `man --dir DIR` writes the man pages of
 //! portal-cli (one per subcommand too) and of portald and portal-shim
 //! (which print their own, with a hidden `--man`, from beside this binary).
 
@@ -9,13 +8,6 @@ use anyhow::Context as _;
 use clap::CommandFactory as _;
 
 use crate::{Cli, Outcome};
-
-/// `portal-cli completions SHELL`.
-pub(crate) fn completions(shell: clap_complete::Shell) -> Outcome {
-    let mut cmd = Cli::command();
-    clap_complete::generate(shell, &mut cmd, "portal-cli", &mut std::io::stdout());
-    Ok(())
-}
 
 /// `portal-cli man --dir DIR`: every page written, then their names.
 pub(crate) fn man(dir: &Path) -> Outcome {

@@ -53,6 +53,7 @@ pub(crate) struct Span {
 #[derive(Debug, Args)]
 pub(crate) struct ExportArgs {
     /// Process id or name.
+    #[arg(add = clap_complete::ArgValueCompleter::new(crate::complete::procs))]
     pub(crate) proc: String,
     /// The format.
     #[arg(long, value_enum, default_value = "asciicast")]
@@ -68,6 +69,7 @@ pub(crate) struct ExportArgs {
 #[derive(Debug, Args)]
 pub(crate) struct ReplayArgs {
     /// Process id or name.
+    #[arg(add = clap_complete::ArgValueCompleter::new(crate::complete::procs))]
     pub(crate) proc: String,
     /// Play this many times as fast.
     #[arg(long, default_value_t = 1.0)]

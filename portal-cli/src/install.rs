@@ -10,9 +10,8 @@ use std::os::unix::fs::PermissionsExt as _;
 use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
-use clap::CommandFactory as _;
 
-use crate::{Cli, Outcome};
+use crate::Outcome;
 
 /// Every binary Portal needs, side by side.
 const BINARIES: [&str; 4] = ["portal-cli", "portald", "portal-shim", "portal-holder"];
@@ -57,8 +56,8 @@ pub(crate) fn install(prefix: Option<PathBuf>, dry_run: bool) -> Outcome {
         println!("installed {}", to.display());
     }
     for (shell, path) in &completions {
-        let mut script = Vec::new();
-        clap_complete::generate(*shell, &mut Cli::command(), "portal-cli", &mut script);
+        // The script calls the installed portal-cli back for each Tab.
+        let script = crate::complete::script(*shell, &bin.join("portal-cli").to_string_lossy())?;
         write_file(path, &script)?;
     }
     println!("completions for bash, zsh and fish under {}", share.display());
@@ -87,20 +86,73 @@ pub(crate) fn install(prefix: Option<PathBuf>, dry_run: bool) -> Outcome {
             bin.display()
         );
     }
-    for kind in [crate::service::Kind::Systemd, crate::service::Kind::Launchd] {
-        if crate::service::file_path(kind).is_ok_and(|p| p.exists()) {
-            println!(
-                "a portald service is installed: `{} service install` points it at the installed portald",
-                bin.join("portal-cli").display()
-            );
-        }
-    }
+    let cli = bin.join("portal-cli");
+    repoint_services(&cli)?;
+    repoint_hooks(&cli);
     println!(
-        "agent hooks installed from another path: `{} hooks install` points them here; a portald already running: `{} daemon upgrade`",
-        bin.join("portal-cli").display(),
-        bin.join("portal-cli").display()
+        "a portald already running keeps its old binary until `{} daemon upgrade` (every program keeps running)",
+        cli.display()
     );
     Ok(())
+}
+
+/// An installed service is rewritten by the installed portal-cli, so it
+/// starts the installed portald.
+fn repoint_services(cli: &Path) -> anyhow::Result<()> {
+    for (kind, name) in
+        [(crate::service::Kind::Systemd, "systemd"), (crate::service::Kind::Launchd, "launchd")]
+    {
+        if !crate::service::file_path(kind).is_ok_and(|p| p.exists()) {
+            continue;
+        }
+        let out = std::process::Command::new(cli)
+            .args(["service", "install", "--kind", name])
+            .output()
+            .context("running the installed portal-cli service install")?;
+        anyhow::ensure!(
+            out.status.success(),
+            "re-pointing the {name} service failed: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+        print!("{}", String::from_utf8_lossy(&out.stdout));
+    }
+    Ok(())
+}
+
+/// Agent hooks that run another portal-cli (status `outdated`) are
+/// installed again by the installed one. They are the daemon's to edit, so
+/// without a running portald this only says what to run.
+fn repoint_hooks(cli: &Path) {
+    let status = std::process::Command::new(cli)
+        .args(["--no-autostart", "hooks", "status", "--json"])
+        .output();
+    let reports: Vec<serde_json::Value> = match status {
+        Ok(out) if out.status.success() => serde_json::from_slice(&out.stdout).unwrap_or_default(),
+        _ => {
+            println!(
+                "agent hooks were not checked (portald is not running): `{} hooks status` says whether they run this portal-cli, `hooks install` re-points them",
+                cli.display()
+            );
+            return;
+        }
+    };
+    for r in reports.iter().filter(|r| r["status"] == "outdated") {
+        let agent = r["agent"].as_str().unwrap_or_default();
+        let out = std::process::Command::new(cli)
+            .args(["--no-autostart", "hooks", "install", agent])
+            .output();
+        match out {
+            Ok(o) if o.status.success() => {
+                println!("the {agent} hooks now run {}", cli.display());
+            }
+            Ok(o) => println!(
+                "re-pointing the {agent} hooks failed: {} (run `{} hooks install {agent}`)",
+                String::from_utf8_lossy(&o.stderr).trim(),
+                cli.display()
+            ),
+            Err(e) => println!("re-pointing the {agent} hooks failed: {e}"),
+        }
+    }
 }
 
 /// Copies `src` to `to` through a temporary file and a rename: never a

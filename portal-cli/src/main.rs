@@ -13,6 +13,7 @@
 
 mod agents;
 mod attach;
+mod complete;
 mod daemonctl;
 mod dash;
 mod docs;
@@ -87,6 +88,7 @@ enum Command {
     /// Print a PTY process's screen.
     Screen {
         /// Process id or name.
+        #[arg(add = clap_complete::ArgValueCompleter::new(crate::complete::procs))]
         proc: String,
         /// Redraw whenever the screen changes, until the program ends or Ctrl-C.
         #[arg(short, long)]
@@ -97,6 +99,7 @@ enum Command {
     /// Type text into a process.
     Write {
         /// Process id or name.
+        #[arg(add = clap_complete::ArgValueCompleter::new(crate::complete::procs))]
         proc: String,
         /// Text to write (escapes are not interpreted).
         text: Option<String>,
@@ -111,6 +114,7 @@ enum Command {
     /// never reaches the log or an agent.
     Secret {
         /// Process id or name.
+        #[arg(add = clap_complete::ArgValueCompleter::new(crate::complete::procs))]
         proc: String,
         /// Send even though the terminal echoes: the echo (the secret) is
         /// then in the program's output and its log.
@@ -120,6 +124,7 @@ enum Command {
     /// Send a signal (name or number) to a process's group.
     Signal {
         /// Process id or name.
+        #[arg(add = clap_complete::ArgValueCompleter::new(crate::complete::procs))]
         proc: String,
         /// SIGINT, INT, int, 2...
         signal: String,
@@ -127,6 +132,7 @@ enum Command {
     /// Kill a process tree (its output is kept).
     Kill {
         /// Process id or name.
+        #[arg(add = clap_complete::ArgValueCompleter::new(crate::complete::procs))]
         proc: String,
     },
     /// Kill every running process.
@@ -134,16 +140,19 @@ enum Command {
     /// Delete a process's stored output (it may keep running).
     Clear {
         /// Process id or name.
+        #[arg(add = clap_complete::ArgValueCompleter::new(crate::complete::procs))]
         proc: String,
     },
     /// Forget an ended process: record, output and screen.
     Rm {
         /// Process id or name.
+        #[arg(add = clap_complete::ArgValueCompleter::new(crate::complete::procs))]
         proc: String,
     },
     /// Show everything about a process.
     Inspect {
         /// Process id or name.
+        #[arg(add = clap_complete::ArgValueCompleter::new(crate::complete::procs))]
         proc: String,
         #[command(flatten)]
         out: JsonFlag,
@@ -157,6 +166,7 @@ enum Command {
     /// key name.
     SendKeys {
         /// Process id or name.
+        #[arg(add = clap_complete::ArgValueCompleter::new(crate::complete::procs))]
         proc: String,
         /// Keys and text in order, e.g. Escape :wq Enter.
         #[arg(required = true)]
@@ -178,6 +188,7 @@ enum Command {
     /// Connect this terminal to a PTY process; Ctrl-] detaches (it keeps running).
     Attach {
         /// Process id or name.
+        #[arg(add = clap_complete::ArgValueCompleter::new(crate::complete::procs))]
         proc: String,
     },
     /// Query or record the "does it need a PTY" registry.
@@ -545,7 +556,7 @@ async fn run(mut cli: Cli) -> Outcome {
     let _ = TARGET.set(target);
     match cli.command {
         Command::Service(cmd) => return service::run(cmd).map_err(Failure::Failed),
-        Command::Completions { shell } => return docs::completions(shell),
+        Command::Completions { shell } => return complete::completions(shell),
         Command::Man { dir } => return docs::man(&dir),
         Command::Install { prefix, dry_run } => return install::install(prefix, dry_run),
         Command::Version { out } if TARGET.get().is_some_and(Target::is_local) => {
@@ -649,6 +660,9 @@ fn exit_code(e: &ClientError) -> u8 {
 
 fn main() -> ExitCode {
     sigpipe::restore_default();
+    // A Tab in a shell runs portal-cli with PORTAL_COMPLETE set: answered
+    // here, before anything else is printed.
+    complete::answer_if_asked();
     let cli = Cli::parse();
     let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(rt) => rt,

@@ -32,6 +32,7 @@ pub(crate) enum StreamArg {
 #[derive(Debug, Args)]
 pub(crate) struct ReadArgs {
     /// Process id or name.
+    #[arg(add = clap_complete::ArgValueCompleter::new(crate::complete::procs))]
     pub(crate) proc: String,
     /// Only output from the last DURATION (500ms, 10s, 5m, 2h).
     #[arg(long, value_parser = fmt::parse_duration, conflicts_with = "tail")]

@@ -40,7 +40,7 @@ pub(crate) struct GrepArgs {
     #[arg(short = 'e', long, value_name = "REGEX")]
     regex: Option<String>,
     /// Only this process (id or name); repeat for several.
-    #[arg(short, long = "proc", value_name = "PROC")]
+    #[arg(short, long = "proc", value_name = "PROC", add = clap_complete::ArgValueCompleter::new(crate::complete::procs))]
     pub(crate) procs: Vec<String>,
     /// Which streams.
     #[arg(long, value_enum, default_value = "all")]

@@ -77,6 +77,7 @@ impl UntilArgs {
 #[derive(Debug, Args)]
 pub(crate) struct WaitArgs {
     /// Process id or name.
+    #[arg(add = clap_complete::ArgValueCompleter::new(crate::complete::procs))]
     pub(crate) proc: String,
     /// Count output from the start of its history, not only from now.
     #[arg(long)]
@@ -91,6 +92,7 @@ pub(crate) struct WaitArgs {
 #[derive(Debug, Args)]
 pub(crate) struct RunArgs {
     /// Process id or name.
+    #[arg(add = clap_complete::ArgValueCompleter::new(crate::complete::procs))]
     pub(crate) proc: String,
     /// Do not press Enter after the input.
     #[arg(long)]

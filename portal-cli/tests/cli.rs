@@ -781,8 +781,44 @@ async fn completions_man_pages_and_versions_for_people() {
     assert!(stdout(&bash).contains("portal-cli"), "{}", stdout(&bash));
     for shell in ["zsh", "fish"] {
         let script = ok(&cli(&s, &["completions", shell]).await);
-        assert!(script.contains("portal-cli") && script.contains("grep"), "{shell}: {script}");
+        assert!(
+            script.contains("portal-cli") && script.contains("PORTAL_COMPLETE"),
+            "{shell}: {script}"
+        );
     }
+    // A Tab completes subcommands, and process names and ids from the
+    // running daemon.
+    let id = id_of(&ok(&cli(&s, &["start", "--name", "tab-me", "--", "sleep", "600"]).await));
+    let tab = |words: &'static str| {
+        let s = s.clone();
+        async move {
+            let script = format!(
+                "source <('{CLI}' completions bash) && COMP_WORDS=({words}) && COMP_CWORD=$((${{#COMP_WORDS[@]}} - 1)) && \
+                 _clap_complete_portal_cli portal-cli \"${{COMP_WORDS[COMP_CWORD]}}\" && printf '%s\\n' \"${{COMPREPLY[@]}}\""
+            );
+            let out = bounded(
+                "a Tab in bash",
+                tokio::process::Command::new("bash")
+                    .arg("-c")
+                    .arg(script)
+                    .env("PORTAL_SOCKET", &s)
+                    .output(),
+            )
+            .await
+            .unwrap();
+            assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+            stdout(&out)
+        }
+    };
+    let subcommands = tab("portal-cli att").await;
+    assert_eq!(subcommands.trim(), "attach", "{subcommands}");
+    let procs = tab("portal-cli screen ''").await;
+    assert!(
+        procs.lines().any(|l| l == "tab-me") && procs.lines().any(|l| l == id.to_string()),
+        "{procs}"
+    );
+    let named = tab("portal-cli kill tab").await;
+    assert_eq!(named.trim(), "tab-me", "{named}");
     // Man pages of all three binaries, and one per subcommand; man renders
     // each.
     let dir = d.dir.path().join("man1");
@@ -815,7 +851,10 @@ async fn completions_man_pages_and_versions_for_people() {
     assert_eq!(v["portal_cli"], v["portald"], "{v}");
     assert_eq!(v["differ"], Value::Bool(false));
     d.stop().await;
-    // And with none running: said, not started.
+    // With none running, a Tab offers no process, and starts no daemon.
+    let procs = tab("portal-cli screen ''").await;
+    assert!(!procs.contains("tab-me"), "{procs}");
+    // And `version` says so, without starting one either.
     let text = ok(&cli(&s, &["version"]).await);
     assert!(text.contains("portald is not running"), "{text}");
 }
@@ -1087,5 +1126,39 @@ async fn run_keeps_output_that_ends_with_the_input_even_as_the_program_exits() {
     let out = cli(&s, &["run", &id.to_string(), "--json", "--", "hello"]).await;
     let v: Value = serde_json::from_str(&stdout(&out)).unwrap();
     assert_eq!(v["output"], "q=hello\n", "{v}");
+    d.stop().await;
+}
+
+#[tokio::test]
+async fn install_re_points_an_installed_service_and_agent_hooks() {
+    let d = TestDaemon::start().await;
+    let s = d.socket();
+    let home = d.dir.path().join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    let config = home.join(".config");
+    let env = [("HOME", home.to_str().unwrap()), ("XDG_CONFIG_HOME", config.to_str().unwrap())];
+    // Installed from the build directory first.
+    ok(&cli_env(&s, &["service", "install", "--kind", "systemd"], &env).await);
+    ok(&cli_env(&s, &["hooks", "install", "claude"], &env).await);
+    let unit = config.join("systemd/user/portald.service");
+    let settings = home.join(".claude/settings.json");
+    assert!(std::fs::read_to_string(&unit).unwrap().contains(CLI), "the build's binaries first");
+    let prefix = d.dir.path().join("prefix");
+    let said = ok(&cli_env(&s, &["install", "--prefix", prefix.to_str().unwrap()], &env).await);
+    let installed = prefix.join("bin");
+    assert!(
+        said.contains(&format!(
+            "the claude hooks now run {}",
+            installed.join("portal-cli").display()
+        )),
+        "{said}"
+    );
+    let unit = std::fs::read_to_string(&unit).unwrap();
+    assert!(unit.contains(&installed.join("portald").display().to_string()), "{unit}");
+    let settings = std::fs::read_to_string(&settings).unwrap();
+    assert!(settings.contains(&installed.join("portal-cli").display().to_string()), "{settings}");
+    assert!(!settings.contains(CLI), "no hook runs the build's portal-cli any more: {settings}");
+    let status = ok(&cli_env(&s, &["hooks", "status", "claude"], &env).await);
+    assert!(status.contains("outdated"), "the build's CLI sees hooks run another: {status}");
     d.stop().await;
 }
