@@ -23,10 +23,13 @@ use crate::{Outcome, fmt, proc_ref};
 pub(crate) const DETACH_KEY: u8 = 0x1d;
 
 /// Modes a program may have switched on in this terminal, switched off on
-/// detach: alternate screen, visible cursor, bracketed paste, application
-/// cursor keys, mouse reporting, and attributes.
-const RESET_TERMINAL: &[u8] =
-    b"\x1b[?1049l\x1b[?25h\x1b[?2004l\x1b[?1l\x1b[?1000l\x1b[?1002l\x1b[?1003l\x1b[?1006l\x1b[0m\r\n";
+/// detach: visible cursor, bracketed paste, application cursor keys and
+/// keypad, mouse reporting, and attributes.
+const RESET_MODES: &[u8] =
+    b"\x1b[?25h\x1b[?2004l\x1b[?1l\x1b>\x1b[?1000l\x1b[?1002l\x1b[?1003l\x1b[?1006l\x1b[0m";
+
+/// And the alternate screen, for a terminal that was on the main one.
+const LEAVE_ALTERNATE_SCREEN: &[u8] = b"\x1b[?1049l";
 
 /// Restores the terminal's settings when dropped.
 struct RawMode {
@@ -73,7 +76,7 @@ pub(crate) async fn attach(client: &Client, proc: &str) -> Outcome {
     if !termios::isatty(rustix::stdio::stdin()) {
         return Err(anyhow::anyhow!("attach needs a terminal on standard input; use `portal-cli write` or `read -f` in scripts").into());
     }
-    match session(client, proc).await? {
+    match session(client, proc, Screen::Main).await? {
         End::Detached => {
             eprintln!("[detached from {proc}; it keeps running]");
             Ok(())
@@ -164,10 +167,57 @@ fn read_keys(stopped: &std::io::PipeReader, tx: &mpsc::Sender<pb::AttachRequest>
     }
 }
 
+/// Which screen the terminal was on before a session.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Screen {
+    /// The main one (a shell): the session leaves the alternate screen a
+    /// program may have switched to.
+    Main,
+    /// The alternate one (the dashboard): it stays there, so the session's
+    /// output never reaches the shell's screen or scrollback.
+    Alternate,
+}
+
+/// The switches between the main and the alternate screen (xterm's 1049,
+/// 1047 and 47 modes), taken out of a program's output: attached from the
+/// dashboard, the program draws on the dashboard's alternate screen, and a
+/// switch to the main one would draw over the shell's screen. (A switch
+/// split across two chunks passes; the redraw that starts every session
+/// carries each whole.)
+fn without_screen_switches(data: &[u8]) -> Vec<u8> {
+    const SWITCHES: [&[u8]; 6] = [
+        b"\x1b[?1049h",
+        b"\x1b[?1049l",
+        b"\x1b[?1047h",
+        b"\x1b[?1047l",
+        b"\x1b[?47h",
+        b"\x1b[?47l",
+    ];
+    let mut out = Vec::with_capacity(data.len());
+    let mut rest = data;
+    while let Some(at) = rest.iter().position(|&b| b == 0x1b) {
+        out.extend_from_slice(&rest[..at]);
+        rest = &rest[at..];
+        match SWITCHES.iter().find(|s| rest.starts_with(s)) {
+            Some(s) => rest = &rest[s.len()..],
+            None => {
+                out.push(0x1b);
+                rest = &rest[1..];
+            }
+        }
+    }
+    out.extend_from_slice(rest);
+    out
+}
+
 /// Connects this terminal (in raw mode until it returns) to a PTY process
 /// until the detach key, the program's end, or the daemon lost for good.
 /// The terminal's modes the program switched on are switched off again.
-pub(crate) async fn session(client: &Client, proc: &str) -> Result<End, crate::Failure> {
+pub(crate) async fn session(
+    client: &Client,
+    proc: &str,
+    screen: Screen,
+) -> Result<End, crate::Failure> {
     let raw = RawMode::enter()?;
     // Keystrokes and resizes, for whichever connection is current.
     let (tx, mut keys) = mpsc::channel::<pb::AttachRequest>(64);
@@ -229,6 +279,10 @@ pub(crate) async fn session(client: &Client, proc: &str) -> Result<End, crate::F
                 }
                 ev = events.message() => match ev {
                     Ok(Some(pb::AttachEvent { event: Some(pb::attach_event::Event::Output(data)) })) => {
+                        let data = match screen {
+                            Screen::Main => data,
+                            Screen::Alternate => without_screen_switches(&data).into(),
+                        };
                         let mut out = std::io::stdout().lock();
                         if out.write_all(&data).and_then(|()| out.flush()).is_err() {
                             break 'connection End::Lost;
@@ -256,7 +310,22 @@ pub(crate) async fn session(client: &Client, proc: &str) -> Result<End, crate::F
     winch.abort();
     drop(raw);
     let mut out = std::io::stdout().lock();
-    let _ = out.write_all(RESET_TERMINAL);
+    let _ = out.write_all(RESET_MODES);
+    if screen == Screen::Main {
+        let _ = out.write_all(LEAVE_ALTERNATE_SCREEN);
+        let _ = out.write_all(b"\r\n");
+    }
     let _ = out.flush();
     Ok(end)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn screen_switches_are_taken_out_and_nothing_else() {
+        let out = without_screen_switches(b"a\x1b[?1049h\x1b[2Jb\x1b[?47lc\x1b[?1049l\x1b");
+        assert_eq!(out, b"a\x1b[2Jbc\x1b");
+    }
 }

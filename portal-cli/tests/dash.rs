@@ -23,7 +23,7 @@ impl Tmux {
     fn dash(dir: &Path, portal: &Path, cols: u16, rows: u16) -> Self {
         let tmux = Self { socket: dir.join("tmux.sock") };
         let command = format!(
-            "env PORTAL_SOCKET='{}' PORTAL_NO_AUTOSTART=1 TERM=xterm-256color '{CLI}' dash; sleep 600",
+            "echo BEFORE-DASH; env PORTAL_SOCKET='{}' PORTAL_NO_AUTOSTART=1 TERM=xterm-256color '{CLI}' dash; sleep 600",
             portal.display()
         );
         let status = tmux
@@ -61,6 +61,15 @@ impl Tmux {
     /// Presses keys (tmux key names: Enter, Escape, C-]) or types text.
     fn keys(&self, keys: &[&str]) {
         let status = self.cmd().args(["send-keys", "-t", "dash"]).args(keys).status().unwrap();
+        assert!(status.success());
+    }
+
+    /// Pastes `text` as a terminal pastes (bracketed, when the program
+    /// asked for it).
+    fn paste(&self, text: &str) {
+        let status = self.cmd().args(["set-buffer", "--", text]).status().unwrap();
+        assert!(status.success());
+        let status = self.cmd().args(["paste-buffer", "-p", "-t", "dash"]).status().unwrap();
         assert!(status.success());
     }
 
@@ -174,14 +183,14 @@ async fn the_dashboard_lists_previews_filters_types_attaches_and_kills() {
         })
         .await;
     let rows = list_rows(&screen);
-    assert!(rows[0].contains("claude done") && rows[1].contains("claude running"), "{screen}");
+    assert!(rows[0].contains("claude done") && rows[1].contains("claude working"), "{screen}");
     assert!(rows[2].starts_with(&format!("{py} ")) && rows[2].contains("pty"), "{screen}");
     assert!(screen.contains("1 done") && screen.contains("3 running"), "{screen}");
 
     // An agent that starts waiting for a person moves to the top.
     write(&mut rpc, asks, b"go\n").await;
     tmux.until("the waiting agent on top", |s| {
-        list_rows(s).first().is_some_and(|r| r.contains("coder") && r.contains("awaiting_input"))
+        list_rows(s).first().is_some_and(|r| r.contains("coder") && r.contains("claude needs you"))
             && s.contains("1 need you")
     })
     .await;
@@ -219,6 +228,15 @@ async fn the_dashboard_lists_previews_filters_types_attaches_and_kills() {
     })
     .await;
 
+    // A paste is text for the prompt, never keys: its line break does not
+    // send the line, and the `k` after it is no kill.
+    tmux.keys(&["s"]);
+    tmux.until("the line prompt", |s| s.contains(&format!("line for {py}: "))).await;
+    tmux.paste("1+1\nk");
+    tmux.until("the paste in the prompt", |s| s.contains(&format!("line for {py}: 1+1 k"))).await;
+    tmux.keys(&["C-c"]);
+    tmux.until("the prompt cancelled", |s| s.contains("cancelled")).await;
+
     // `k` asks first; anything but y keeps the program.
     tmux.keys(&["k"]);
     tmux.until("the kill question", |s| s.contains(&format!("kill {py} (python3 -q)? y/N"))).await;
@@ -238,7 +256,12 @@ async fn the_dashboard_lists_previews_filters_types_attaches_and_kills() {
     tmux.keys(&["Escape"]);
     tmux.until("every row again", |s| list_rows(s).len() == 3).await;
     tmux.keys(&["q"]);
-    tmux.until("the dashboard gone", |s| !s.contains(" processes (")).await;
+    // The shell's screen is as it was: the attached session drew on the
+    // dashboard's screen only.
+    tmux.until("the shell's screen back", |s| {
+        s.contains("BEFORE-DASH") && !s.contains(" processes (") && !s.contains("from attach")
+    })
+    .await;
     for id in [done, asks] {
         let p = rpc.inspect(pb::InspectRequest { proc: by_id(id) }).await.unwrap().into_inner();
         assert_eq!(p.status(), pb::Status::Running, "{id} runs on");
@@ -274,5 +297,8 @@ async fn a_small_terminal_shows_the_list_over_the_preview_and_the_keys() {
     tmux.until("the help", |s| s.contains(" keys ") && s.contains("Ctrl-] comes back")).await;
     tmux.keys(&["x"]);
     tmux.until("the help closed", |s| !s.contains(" keys ")).await;
+    // The daemon stops: the dashboard says so and starts none.
     d.stop().await;
+    tmux.until("the dashboard saying portald is gone", |s| s.contains("portald is not running"))
+        .await;
 }

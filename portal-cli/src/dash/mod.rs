@@ -18,7 +18,7 @@ use anyhow::Context as _;
 use bytes::Bytes;
 use crossterm::event::{Event, EventStream, KeyEventKind};
 use futures::StreamExt as _;
-use portal_proto::client::{Client, is_disconnect};
+use portal_proto::client::Client;
 use portal_proto::v1 as pb;
 use portal_proto::v1::portal_client::PortalClient;
 use ratatui::Terminal;
@@ -27,7 +27,7 @@ use tonic::transport::Channel;
 
 use self::model::{Action, Model};
 use self::view::Preview;
-use crate::{Failure, Outcome, attach, notify, output};
+use crate::{Failure, Outcome, attach, notify};
 
 /// `dash` options.
 #[derive(Debug, clap::Args)]
@@ -45,6 +45,10 @@ pub(crate) struct DashArgs {
 /// How long the "quiet" column may lag: it is redrawn once a second.
 const CLOCK: Duration = Duration::from_secs(1);
 
+/// How often to look for a daemon again while none answers (a restarted or
+/// upgraded one is back within this; nothing is started meanwhile).
+const RETRY: Duration = Duration::from_secs(1);
+
 /// The output of a program on pipes the preview reads back: enough for a
 /// screenful of lines.
 const PREVIEW_BYTES: u64 = 16 * 1024;
@@ -59,30 +63,61 @@ struct Screen {
 
 impl Screen {
     fn enter() -> anyhow::Result<Self> {
-        crossterm::terminal::enable_raw_mode().context("switching the terminal to raw mode")?;
         let mut out = std::io::stdout();
+        crossterm::execute!(out, crossterm::terminal::EnterAlternateScreen)
+            .context("switching to the alternate screen")?;
+        let mut screen = Self {
+            terminal: Terminal::new(CrosstermBackend::new(out))
+                .context("setting up the terminal")?,
+        };
+        screen.resume()?;
+        Ok(screen)
+    }
+
+    /// Raw mode, no cursor, pastes marked as pastes (so a pasted line is
+    /// never taken as keys), and a full redraw next.
+    fn resume(&mut self) -> anyhow::Result<()> {
+        crossterm::terminal::enable_raw_mode().context("switching the terminal to raw mode")?;
         crossterm::execute!(
-            out,
-            crossterm::terminal::EnterAlternateScreen,
-            crossterm::cursor::Hide
+            self.terminal.backend_mut(),
+            crossterm::cursor::Hide,
+            crossterm::event::EnableBracketedPaste
         )
-        .context("switching to the alternate screen")?;
-        let terminal =
-            Terminal::new(CrosstermBackend::new(out)).context("setting up the terminal")?;
-        Ok(Self { terminal })
+        .context("setting the terminal's modes")?;
+        // A fresh terminal (empty buffers) on a cleared screen: the next draw
+        // paints every cell. (`Terminal::clear` would ask the terminal where
+        // its cursor is, an answer nobody may be reading for.)
+        crossterm::execute!(
+            self.terminal.backend_mut(),
+            crossterm::terminal::EnterAlternateScreen,
+            crossterm::terminal::Clear(crossterm::terminal::ClearType::All)
+        )
+        .context("clearing the screen")?;
+        self.terminal = Terminal::new(CrosstermBackend::new(std::io::stdout()))
+            .context("setting up the terminal")?;
+        Ok(())
+    }
+
+    /// The terminal as a program attached to it expects it (still on the
+    /// alternate screen, so nothing reaches the shell's screen).
+    fn suspend(&mut self) {
+        // Best effort: nothing better to do if the terminal is gone.
+        let _ = crossterm::execute!(
+            self.terminal.backend_mut(),
+            crossterm::event::DisableBracketedPaste,
+            crossterm::cursor::Show
+        );
+        let _ = crossterm::terminal::disable_raw_mode();
     }
 }
 
 impl Drop for Screen {
     fn drop(&mut self) {
-        // Best effort: nothing better to do if the terminal is gone.
-        let out = self.terminal.backend_mut();
+        self.suspend();
         let _ = crossterm::execute!(
-            out,
-            crossterm::terminal::LeaveAlternateScreen,
-            crossterm::cursor::Show
+            self.terminal.backend_mut(),
+            crossterm::terminal::LeaveAlternateScreen
         );
-        let _ = crossterm::terminal::disable_raw_mode();
     }
 }
 
@@ -118,39 +153,54 @@ pub(crate) async fn dash(client: &Client, args: DashArgs) -> Outcome {
         agent_states: std::collections::HashMap::new(),
         listed: false,
     };
-    let mut changes = dash.follow().await?;
+    let mut changes = Some(dash.follow().await?);
     let mut screen = Screen::enter()?;
     let mut keys = EventStream::new();
     let mut clock = tokio::time::interval(CLOCK);
     clock.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut retry = tokio::time::interval(RETRY);
     loop {
         dash.draw(&mut screen)?;
         tokio::select! {
-            event = changes.message() => match event {
-                Ok(Some(e)) => dash.changed(&e).await,
-                // The daemon went away (stopped, upgraded, crashed): follow
-                // the next one.
-                Ok(None) => changes = dash.follow_again(&mut screen).await?,
-                Err(s) if is_disconnect(&s) => changes = dash.follow_again(&mut screen).await?,
-                Err(s) => return Err(s.into()),
+            event = async { changes.as_mut()?.message().await.ok() }, if changes.is_some() => match event {
+                Some(Some(e)) => dash.changed(&e).await,
+                // The stream ended or broke: the daemon stopped, was
+                // upgraded or crashed. Follow the next one when it is there.
+                _ => {
+                    changes = None;
+                    dash.model.connected = false;
+                    retry.reset();
+                }
             },
+            _ = retry.tick(), if changes.is_none() => {
+                changes = dash.reconnect(false).await;
+            }
             key = keys.next() => match key {
                 Some(Ok(Event::Key(k))) if k.kind == KeyEventKind::Press => {
+                    if changes.is_none() && k.code == crossterm::event::KeyCode::Char('r') && dash.model.mode == model::Mode::Normal {
+                        dash.model.message = Some("starting portald…".into());
+                        dash.draw(&mut screen)?;
+                        changes = dash.reconnect(true).await;
+                        continue;
+                    }
                     let area = screen.terminal.size().map(|s| ratatui::layout::Rect::new(0, 0, s.width, s.height)).unwrap_or_default();
                     let page = view::list_page(area, dash.model.visible().len());
                     match dash.model.key(k, page) {
                         Action::Quit => return Ok(()),
                         Action::Attach(id) => {
+                            // Keystrokes go to the program until Ctrl-]:
+                            // crossterm's reader must not take them.
                             drop(keys);
-                            drop(screen);
+                            screen.suspend();
                             dash.attach(id).await;
-                            screen = Screen::enter()?;
+                            screen.resume()?;
                             keys = EventStream::new();
                             dash.refresh().await;
                         }
                         action => dash.act(action).await,
                     }
                 }
+                Some(Ok(Event::Paste(text))) => dash.model.paste(&text),
                 Some(Ok(_)) => {}
                 // The terminal is gone.
                 Some(Err(_)) | None => return Ok(()),
@@ -176,15 +226,33 @@ impl Dash<'_> {
         Ok(self.rpc.changes(pb::ChangesRequest { min_interval_ms: ms.max(1) }).await?.into_inner())
     }
 
-    async fn follow_again(
-        &mut self,
-        screen: &mut Screen,
-    ) -> Result<tonic::Streaming<pb::ChangesEvent>, Failure> {
-        self.model.message = Some("portald went away; connecting again…".into());
-        self.draw(screen)?;
-        self.rpc = output::reconnect().await?;
-        self.model.message = Some("connected again".into());
-        self.follow().await
+    /// Connects again (starting portald only when asked: a daemon stopped
+    /// on purpose stays stopped) and follows its changes.
+    async fn reconnect(&mut self, autostart: bool) -> Option<tonic::Streaming<pb::ChangesEvent>> {
+        let mut opts = portal_proto::launch::LaunchOptions::from_env();
+        opts.autostart =
+            autostart && !crate::NO_AUTOSTART.load(std::sync::atomic::Ordering::Relaxed);
+        let target = crate::TARGET.get().cloned().unwrap_or(portal_proto::hosts::Target::Local);
+        match Client::connect_to(&target, &opts).await {
+            Ok(client) => self.rpc = client.rpc(),
+            Err(e) => {
+                if autostart {
+                    self.model.message = Some(format!("cannot start portald: {e}"));
+                }
+                return None;
+            }
+        }
+        match self.follow().await {
+            Ok(changes) => {
+                self.model.connected = true;
+                self.model.message = Some("connected to portald again".into());
+                Some(changes)
+            }
+            Err(e) => {
+                self.model.message = Some(format!("cannot follow portald: {e}"));
+                None
+            }
+        }
     }
 
     async fn changed(&mut self, e: &pb::ChangesEvent) {
@@ -291,7 +359,9 @@ impl Dash<'_> {
 
     /// Attaches this terminal (the dashboard's screen is put away first).
     async fn attach(&mut self, id: u64) {
-        self.model.message = Some(match attach::session(self.client, &id.to_string()).await {
+        let proc = id.to_string();
+        let session = attach::session(self.client, &proc, attach::Screen::Alternate);
+        self.model.message = Some(match session.await {
             Ok(attach::End::Detached) => format!("detached from {id}; it keeps running"),
             Ok(attach::End::Exited(p)) => {
                 format!(

@@ -138,6 +138,9 @@ pub(crate) struct Model {
     /// When the rows were listed: times in them (how long a program has
     /// been quiet) age from here between listings.
     listed_at: std::time::Instant,
+    /// The daemon answers; while it does not, the rows are what it said
+    /// last.
+    pub(crate) connected: bool,
 }
 
 impl Default for Model {
@@ -149,6 +152,7 @@ impl Default for Model {
             mode: Mode::Normal,
             message: None,
             listed_at: std::time::Instant::now(),
+            connected: true,
         }
     }
 }
@@ -228,7 +232,15 @@ impl Model {
     pub(crate) fn key(&mut self, key: KeyEvent, page: usize) -> Action {
         let ctrl = key.modifiers.contains(KeyModifiers::CONTROL);
         if ctrl && key.code == KeyCode::Char('c') {
-            return Action::Quit;
+            // Cancels a prompt; quits otherwise.
+            return match self.mode {
+                Mode::Filter | Mode::Line { .. } | Mode::ConfirmKill { .. } => {
+                    self.mode = Mode::Normal;
+                    self.message = Some("cancelled".into());
+                    Action::None
+                }
+                _ => Action::Quit,
+            };
         }
         match self.mode.clone() {
             Mode::Help => {
@@ -250,8 +262,36 @@ impl Model {
         }
     }
 
+    /// Pasted text (the terminal's bracketed paste): typed into an open
+    /// prompt, its line breaks as spaces, so a paste never submits a line
+    /// early; never taken as keys.
+    pub(crate) fn paste(&mut self, text: &str) {
+        let flat: String = text
+            .trim_end_matches(['\r', '\n'])
+            .chars()
+            .map(|c| if c == '\r' || c == '\n' { ' ' } else { c })
+            .filter(|c| !c.is_control())
+            .collect();
+        match &mut self.mode {
+            Mode::Line { text, .. } => text.push_str(&flat),
+            Mode::Filter => {
+                self.filter.push_str(&flat);
+                self.keep_selection();
+            }
+            _ => self.message = Some("a paste goes into a prompt: press s (or /) first".into()),
+        }
+    }
+
     fn normal_key(&mut self, key: KeyEvent, page: usize) -> Action {
         let page = isize::try_from(page.max(1)).unwrap_or(1);
+        // A message stays until the next key.
+        self.message = None;
+        if self.selected().is_none()
+            && matches!(key.code, KeyCode::Enter | KeyCode::Char('s' | 'k'))
+        {
+            self.message = Some("no process selected".into());
+            return Action::None;
+        }
         match key.code {
             KeyCode::Char('q') => Action::Quit,
             KeyCode::Esc if !self.filter.is_empty() => {
@@ -323,11 +363,11 @@ impl Model {
                 self.filter.clear();
                 self.mode = Mode::Normal;
             }
-            KeyCode::Backspace => {
-                self.filter.pop();
+            _ => {
+                if !edit(&mut self.filter, key) {
+                    return Action::None;
+                }
             }
-            KeyCode::Char(c) => self.filter.push(c),
-            _ => return Action::None,
         }
         let before = self.selected;
         self.keep_selection();
@@ -345,14 +385,36 @@ impl Model {
                 self.message = Some("nothing sent".into());
                 return Action::None;
             }
-            KeyCode::Backspace => {
-                text.pop();
+            _ => {
+                edit(&mut text, key);
             }
-            KeyCode::Char(c) => text.push(c),
-            _ => {}
         }
         self.mode = Mode::Line { id, text, secret };
         Action::None
+    }
+}
+
+/// A key typed into a one-line prompt: a character, Backspace, Ctrl-U
+/// (clear) or Ctrl-W (the last word). Other control keys are not text.
+/// False when the key changed nothing.
+fn edit(text: &mut String, key: KeyEvent) -> bool {
+    let ctrl = key.modifiers.contains(KeyModifiers::CONTROL);
+    match key.code {
+        KeyCode::Backspace => text.pop().is_some(),
+        KeyCode::Char('u') if ctrl => {
+            text.clear();
+            true
+        }
+        KeyCode::Char('w') if ctrl => {
+            let kept = text.trim_end().rfind(' ').map_or(0, |i| i + 1);
+            text.truncate(kept);
+            true
+        }
+        KeyCode::Char(c) if !ctrl && !key.modifiers.contains(KeyModifiers::ALT) => {
+            text.push(c);
+            true
+        }
+        _ => false,
     }
 }
 
@@ -440,6 +502,31 @@ mod tests {
         m.key(key(KeyCode::Esc), 10);
         assert_eq!(ids(&m), [1, 2], "Esc clears the filter");
         assert_eq!(m.key(key(KeyCode::Char('q')), 10), Action::Quit);
+    }
+
+    #[test]
+    fn a_paste_stays_in_the_prompt_and_control_keys_edit_it() {
+        let mut m = Model::default();
+        m.set_rows(vec![proc(1, "cat")], vec![]);
+        m.paste("ky");
+        assert_eq!(m.mode, Mode::Normal, "a paste outside a prompt is not keys");
+        m.key(key(KeyCode::Char('s')), 10);
+        m.paste("hello\nky\n");
+        assert_eq!(m.mode, Mode::Line { id: 1, text: "hello ky".into(), secret: false });
+        m.key(KeyEvent::new(KeyCode::Char('w'), KeyModifiers::CONTROL), 10);
+        m.key(KeyEvent::new(KeyCode::Char('a'), KeyModifiers::CONTROL), 10);
+        assert_eq!(m.mode, Mode::Line { id: 1, text: "hello ".into(), secret: false });
+        m.key(KeyEvent::new(KeyCode::Char('u'), KeyModifiers::CONTROL), 10);
+        assert_eq!(m.mode, Mode::Line { id: 1, text: String::new(), secret: false });
+        assert_eq!(
+            m.key(KeyEvent::new(KeyCode::Char('c'), KeyModifiers::CONTROL), 10),
+            Action::None
+        );
+        assert_eq!(m.mode, Mode::Normal, "Ctrl-C cancels the prompt");
+        assert_eq!(
+            m.key(KeyEvent::new(KeyCode::Char('c'), KeyModifiers::CONTROL), 10),
+            Action::Quit
+        );
     }
 
     #[test]

@@ -41,6 +41,7 @@ const HELP: &[(&str, &str)] = &[
     ("s", "type a line into it (hidden and never logged at a password prompt)"),
     ("k", "kill it (asks first)"),
     ("/", "filter by id, name, command or agent (Esc clears)"),
+    ("r", "start portald again (when it is not running)"),
     ("?", "this help"),
     ("q  Ctrl-C", "quit (every program keeps running)"),
 ];
@@ -102,6 +103,19 @@ fn header(model: &Model, host: Option<&str>, color: bool) -> Paragraph<'static> 
         Span::styled("Portal", Style::new().add_modifier(Modifier::BOLD)),
         Span::raw(format!("  {} · {running} running", host.unwrap_or("this machine"))),
     ];
+    if !model.connected {
+        let style = if color {
+            Style::new().fg(Color::Red).add_modifier(Modifier::BOLD)
+        } else {
+            Style::new()
+        };
+        spans.push(Span::raw(" · "));
+        spans.push(Span::styled(
+            "portald is not running: the list is as it last was (r starts it)",
+            style,
+        ));
+        return Paragraph::new(Line::from(spans));
+    }
     if needs > 0 {
         spans.push(Span::raw(" · "));
         spans.push(Span::styled(
@@ -133,10 +147,22 @@ fn urgency_style(u: Urgency, color: bool) -> Style {
     }
 }
 
-/// The agent column: its state, and why when it says.
+/// A word for a person for an agent state: the list says who needs them.
+fn agent_word(s: pb::AgentState) -> &'static str {
+    match s {
+        pb::AgentState::AwaitingInput => "needs you",
+        pb::AgentState::Done => "done",
+        pb::AgentState::Running => "working",
+        pb::AgentState::Idle => "idle",
+        pb::AgentState::Exited => "exited",
+        pb::AgentState::Unknown | pb::AgentState::Unspecified => "?",
+    }
+}
+
+/// The agent column: its name, state, and why when it says.
 fn agent_cell(r: &Row) -> String {
     let Some(a) = &r.agent else { return "-".into() };
-    let state = names::agent_state(a.state());
+    let state = agent_word(a.state());
     if a.reason.is_empty() {
         format!("{} {state}", a.name)
     } else {
@@ -152,63 +178,88 @@ fn status_text(p: &pb::Process) -> String {
     }
 }
 
+/// Whether the program reads its input now, in a word.
 fn input_text(p: &pb::Process) -> &'static str {
     if p.status() != pb::Status::Running {
         return "-";
     }
     if p.awaiting_secret {
-        return "awaiting_secret";
+        return "password";
     }
     match p.input_state() {
-        pb::InputState::Unspecified => "-",
-        s => names::input_state(s),
+        pb::InputState::AwaitingInput => "waiting",
+        pb::InputState::AwaitingSecret => "password",
+        pb::InputState::Running => "busy",
+        pb::InputState::Idle => "idle",
+        pb::InputState::Exited | pb::InputState::Unspecified => "-",
     }
 }
 
-fn draw_list(frame: &mut Frame<'_>, model: &Model, visible: &[&Row], area: Rect, color: bool) {
-    let header = TableRow::new(["ID", "NAME", "MODE", "STATUS", "INPUT", "AGENT", "QUIET", "OUT"])
-        .style(Style::new().add_modifier(Modifier::BOLD));
-    let rows = visible.iter().map(|r| {
-        let p = &r.proc;
-        let quiet = model.quiet_ms(r).map_or_else(|| "-".into(), fmt::short_duration);
-        TableRow::new(vec![
-            Cell::from(p.id.to_string()),
-            Cell::from(r.label()),
-            Cell::from(if p.mode() == pb::Mode::Pty { "pty" } else { "pipes" }),
-            Cell::from(status_text(p)),
-            Cell::from(input_text(p)),
-            Cell::from(agent_cell(r)),
-            Cell::from(quiet),
-            Cell::from(fmt::short_bytes(fmt::output_bytes(p))),
-        ])
-        .style(urgency_style(r.urgency(), color))
-    });
-    let widths = [
-        Constraint::Length(4),
-        Constraint::Length(14),
-        Constraint::Length(5),
-        Constraint::Length(9),
-        Constraint::Length(14),
-        Constraint::Min(10),
-        Constraint::Length(5),
-        Constraint::Length(6),
+/// `text` cut to `width` characters, with an ellipsis when cut.
+fn fit(text: &str, width: usize) -> String {
+    if text.chars().count() <= width {
+        return text.to_owned();
+    }
+    let mut cut: String = text.chars().take(width.saturating_sub(1)).collect();
+    cut.push('…');
+    cut
+}
+
+/// A list column: its title, its width (0 = what is left), and its cell.
+struct Column {
+    title: &'static str,
+    width: u16,
+    cell: fn(&Model, &Row) -> String,
+}
+
+/// The columns that fit in `width`, most useful first: a narrow terminal
+/// drops the command, then the counters, then the input state.
+fn columns(width: u16) -> Vec<Column> {
+    let mut cols = vec![
+        Column { title: "ID", width: 4, cell: |_, r| r.proc.id.to_string() },
+        Column { title: "NAME", width: 14, cell: |_, r| fit(&r.label(), 14) },
     ];
-    let selected_style = if color {
-        Style::new().bg(Color::Blue).fg(Color::White).add_modifier(Modifier::BOLD)
-    } else {
-        Style::new().add_modifier(Modifier::REVERSED)
-    };
+    if width >= 70 {
+        cols.push(Column {
+            title: "MODE",
+            width: 5,
+            cell: |_, r| (if r.proc.mode() == pb::Mode::Pty { "pty" } else { "pipes" }).into(),
+        });
+    }
+    cols.push(Column { title: "STATUS", width: 8, cell: |_, r| status_text(&r.proc) });
+    if width >= 60 {
+        cols.push(Column { title: "INPUT", width: 8, cell: |_, r| input_text(&r.proc).into() });
+    }
+    let agent_width = if width >= 110 { 30 } else { 0 };
+    cols.push(Column { title: "AGENT", width: agent_width, cell: |_, r| agent_cell(r) });
+    if width >= 80 {
+        cols.push(Column {
+            title: "QUIET",
+            width: 5,
+            cell: |m, r| m.quiet_ms(r).map_or_else(|| "-".into(), fmt::short_duration),
+        });
+        cols.push(Column {
+            title: "OUT",
+            width: 7,
+            cell: |_, r| fmt::short_bytes(fmt::output_bytes(&r.proc)),
+        });
+    }
+    if width >= 110 {
+        cols.push(Column {
+            title: "COMMAND",
+            width: 0,
+            cell: |_, r| fmt::command_line(&r.proc, 200),
+        });
+    }
+    cols
+}
+
+fn draw_list(frame: &mut Frame<'_>, model: &Model, visible: &[&Row], area: Rect, color: bool) {
     let title = if visible.len() == model.all_rows().len() {
         format!(" processes ({}) ", visible.len())
     } else {
         format!(" processes ({} of {}) ", visible.len(), model.all_rows().len())
     };
-    let table = Table::new(rows, widths)
-        .header(header)
-        .block(Block::default().borders(Borders::ALL).title(title))
-        .row_highlight_style(selected_style)
-        .highlight_symbol("▶ ");
-    let mut state = TableState::default().with_selected(model.selected_index());
     if visible.is_empty() {
         let empty = if model.all_rows().is_empty() {
             "No managed processes. Start one: portal-cli start --pty -- python3"
@@ -216,12 +267,38 @@ fn draw_list(frame: &mut Frame<'_>, model: &Model, visible: &[&Row], area: Rect,
             "Nothing matches the filter (Esc clears it)."
         };
         frame.render_widget(
-            Paragraph::new(empty)
-                .block(Block::default().borders(Borders::ALL).title(" processes ")),
+            Paragraph::new(empty).block(Block::default().borders(Borders::ALL).title(title)),
             area,
         );
         return;
     }
+    let cols = columns(area.width);
+    let header = TableRow::new(cols.iter().map(|c| c.title))
+        .style(Style::new().add_modifier(Modifier::BOLD));
+    let stale = !model.connected;
+    let rows = visible.iter().map(|r| {
+        let style = if stale {
+            urgency_style(Urgency::Ended, color)
+        } else {
+            urgency_style(r.urgency(), color)
+        };
+        TableRow::new(cols.iter().map(|c| Cell::from((c.cell)(model, r)))).style(style)
+    });
+    let widths: Vec<Constraint> = cols
+        .iter()
+        .map(|c| if c.width == 0 { Constraint::Fill(1) } else { Constraint::Length(c.width) })
+        .collect();
+    let selected_style = if color {
+        Style::new().bg(Color::Blue).fg(Color::White).add_modifier(Modifier::BOLD)
+    } else {
+        Style::new().add_modifier(Modifier::REVERSED)
+    };
+    let table = Table::new(rows, widths)
+        .header(header)
+        .block(Block::default().borders(Borders::ALL).title(title))
+        .row_highlight_style(selected_style)
+        .highlight_symbol("▶ ");
+    let mut state = TableState::default().with_selected(model.selected_index());
     frame.render_stateful_widget(table, area, &mut state);
 }
 
@@ -259,10 +336,8 @@ fn draw_preview(frame: &mut Frame<'_>, model: &Model, preview: &Preview, area: R
 /// (where the program is typing or asking) would fall below, then ending at
 /// it.
 fn screen_lines(screen: &pb::ScreenSnapshot, height: usize) -> Vec<Line<'static>> {
-    let last_used = screen.lines.iter().rposition(|l| !l.is_empty()).unwrap_or(0);
     let cursor = usize::try_from(screen.cursor_row).unwrap_or(0);
-    let bottom = last_used.max(cursor);
-    let start = (bottom + 1).saturating_sub(height);
+    let start = (cursor + 1).saturating_sub(height);
     screen.lines.iter().skip(start).take(height).map(|l| Line::raw(l.clone())).collect()
 }
 
@@ -281,7 +356,7 @@ fn footer(model: &Model, color: bool) -> Paragraph<'static> {
         Mode::Line { id, text, secret: false } => Line::from(vec![
             Span::styled(format!("line for {id}: "), prompt),
             Span::raw(format!("{text}▏")),
-            Span::raw("   (Enter sends it with Enter, Esc cancels)"),
+            Span::raw("   (Enter sends it, Esc cancels)"),
         ]),
         Mode::ConfirmKill { id } => {
             let what = model
@@ -302,7 +377,8 @@ fn footer(model: &Model, color: bool) -> Paragraph<'static> {
 }
 
 fn draw_help(frame: &mut Frame<'_>, area: Rect) {
-    let width = 84.min(area.width);
+    let widest = HELP.iter().map(|(_, what)| what.chars().count()).max().unwrap_or(0);
+    let width = u16::try_from(widest + 28).unwrap_or(u16::MAX).min(area.width);
     let height = u16::try_from(HELP.len() + 4).unwrap_or(u16::MAX).min(area.height);
     let rect = Rect {
         x: area.x + (area.width - width) / 2,
