@@ -21,11 +21,21 @@ impl Tmux {
     /// A detached session of `cols`×`rows` running the dashboard against
     /// the daemon at `portal`.
     fn dash(dir: &Path, portal: &Path, cols: u16, rows: u16) -> Self {
+        Self::run(
+            dir,
+            cols,
+            rows,
+            &format!("env PORTAL_SOCKET='{}' PORTAL_NO_AUTOSTART=1", portal.display()),
+            "dash",
+        )
+    }
+
+    /// A detached session running `env ENV… portal-cli ARGS` after a line
+    /// the shell printed.
+    fn run(dir: &Path, cols: u16, rows: u16, env: &str, args: &str) -> Self {
         let tmux = Self { socket: dir.join("tmux.sock") };
-        let command = format!(
-            "echo BEFORE-DASH; env PORTAL_SOCKET='{}' PORTAL_NO_AUTOSTART=1 TERM=xterm-256color '{CLI}' dash; sleep 600",
-            portal.display()
-        );
+        let command =
+            format!("echo BEFORE-DASH; {env} TERM=xterm-256color '{CLI}' {args}; sleep 600");
         let status = tmux
             .cmd()
             .args([
@@ -301,4 +311,57 @@ async fn a_small_terminal_shows_the_list_over_the_preview_and_the_keys() {
     d.stop().await;
     tmux.until("the dashboard saying portald is gone", |s| s.contains("portald is not running"))
         .await;
+}
+
+#[tokio::test]
+async fn the_dashboard_shows_another_hosts_programs_over_ssh() {
+    if !have_tmux() {
+        return;
+    }
+    let Some(sshd) = portal_tests::sshd::sshd_or_skip(Path::new(CLI)).await else { return };
+    let local = TestDaemon::start().await;
+    let dir = test_dir();
+    let env = |cmd: &mut tokio::process::Command| {
+        cmd.env("PORTAL_SOCKET", local.socket())
+            .env("PORTAL_HOSTS_FILE", &sshd.box_only)
+            .env_remove("PORTAL_HOST")
+            .env_remove("PORTAL_NO_AUTOSTART");
+    };
+    let mut start = tokio::process::Command::new(CLI);
+    start.args([
+        "--host",
+        "box",
+        "start",
+        "--pty",
+        "--name",
+        "far",
+        "--",
+        "sh",
+        "-c",
+        "echo far-away; read x",
+    ]);
+    env(&mut start);
+    let started = bounded("a start on the remote host", start.output()).await.unwrap();
+    assert!(started.status.success(), "{}", String::from_utf8_lossy(&started.stderr));
+    let tmux = Tmux::run(
+        dir.path(),
+        120,
+        30,
+        &format!(
+            "env PORTAL_SOCKET='{}' PORTAL_HOSTS_FILE='{}'",
+            local.socket().display(),
+            sshd.box_only.display()
+        ),
+        "--host box dash",
+    );
+    tmux.until("the remote program and its screen", |s| {
+        s.contains("Portal  box")
+            && list_rows(s).iter().any(|r| r.contains("far"))
+            && s.contains("│far-away")
+    })
+    .await;
+    tmux.keys(&["q"]);
+    tmux.until("the shell again", |s| s.contains("BEFORE-DASH") && !s.contains(" processes ("))
+        .await;
+    local.stop().await;
 }
