@@ -37,6 +37,15 @@ pub(crate) struct StartArgs {
     /// Terminal size, rows x columns (with --pty) [default: 24x80].
     #[arg(long, value_parser = fmt::parse_size)]
     size: Option<pb::TermSize>,
+    /// Start it again when it fails (exits non-zero or dies of a signal;
+    /// not when killed through Portal), at most this many times; needs
+    /// --name (each run takes the name over).
+    #[arg(long, value_name = "N", num_args = 0..=1, default_missing_value = "5")]
+    restart_on_failure: Option<u32>,
+    /// Take the name over from an ended process of that name (its record
+    /// and log stay, under its id).
+    #[arg(long)]
+    replace: bool,
     /// Then wait, from its first byte: `input` (until it waits for input),
     /// `exit` (a one-shot command: print its output, exit with its status),
     /// or a text to wait for.
@@ -241,6 +250,12 @@ pub(crate) async fn start(client: &Client, a: StartArgs) -> Outcome {
         timeout_ms: a.timeout.map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
         mode: if a.pty { pb::Mode::Pty } else { pb::Mode::Pipes }.into(),
         size: a.size,
+        restart: a.restart_on_failure.map(|max_restarts| pb::RestartPolicy {
+            on_failure: true,
+            max_restarts,
+            backoff_ms: 0,
+        }),
+        replace_ended: a.replace,
     };
     if a.wait.as_deref() == Some("") {
         return Err(anyhow::anyhow!("--wait is empty: give input, exit or a text").into());

@@ -22,7 +22,8 @@ use crate::proc::handover::Carried;
 use crate::proc::holding::Holding;
 use crate::proc::spawn;
 use crate::proc::{
-    EndReason, ProcError, ProcFacts, ProcHandle, ProcId, ProcSpec, ProcStatus, Stdio,
+    EndReason, ProcError, ProcFacts, ProcHandle, ProcId, ProcSpec, ProcStatus, Run, Stdio,
+    Supervision,
 };
 use crate::registry::{ProcTarget, Registry};
 use crate::store::{NewProc, ProgramRecord, ProgramRow, StatusUpdate, Store};
@@ -162,6 +163,7 @@ impl Daemon {
             };
             let shared = shared_of(&r, self.registry.changes());
             let size = r.size.map(|(rows, cols)| crate::proc::TermSize { rows, cols });
+            let supervision = supervision_of(&r);
             let spec = ProcSpec {
                 command: r.command,
                 args: r.args,
@@ -171,6 +173,7 @@ impl Daemon {
                 idle_timeout: (r.timeout_ms > 0)
                     .then(|| std::time::Duration::from_millis(r.timeout_ms)),
                 stdio: size.map_or(Stdio::Pipes, Stdio::Pty),
+                restart: supervision.policy,
             };
             let facts = ProcFacts {
                 id: r.id,
@@ -179,6 +182,7 @@ impl Daemon {
                 started_at_ns: r.started_at_ns,
                 shell_integration: false,
                 token: String::new(),
+                run: supervision.run,
             };
             shared.touch();
             let handle = ProcHandle::dormant(facts, shared, status, size, self.store.clone());
@@ -274,6 +278,7 @@ impl Daemon {
         a: portal_holder::client::Adoptable,
     ) -> Result<(), ProcError> {
         let size = r.size.map(|(rows, cols)| crate::proc::TermSize { rows, cols });
+        let supervision = supervision_of(r);
         let spec = ProcSpec {
             command: r.command.clone(),
             args: r.args.clone(),
@@ -283,6 +288,7 @@ impl Daemon {
             idle_timeout: (r.timeout_ms > 0)
                 .then(|| std::time::Duration::from_millis(r.timeout_ms)),
             stdio: size.map_or(Stdio::Pipes, Stdio::Pty),
+            restart: supervision.policy,
         };
         let carried = Carried::parse(&a.held.meta);
         let token = carried.token.clone().unwrap_or_default();
@@ -318,6 +324,7 @@ impl Daemon {
                 spec,
                 pid,
                 started_at_ns: r.started_at_ns,
+                run: supervision.run,
             },
             agents: Arc::clone(&self.agents),
             spawned,
@@ -373,16 +380,98 @@ impl Daemon {
     }
 
     /// Starts a process.
-    pub(crate) async fn start(self: &Arc<Self>, spec: ProcSpec) -> Result<ProcHandle, DaemonError> {
+    pub(crate) async fn start(
+        self: &Arc<Self>,
+        spec: ProcSpec,
+        replace_ended: bool,
+    ) -> Result<ProcHandle, DaemonError> {
         let this = Arc::clone(self);
-        self.detached("starting the process", async move { this.start_inner(spec).await }).await
+        let handle = self
+            .detached("starting the process", async move {
+                this.start_inner(spec, replace_ended, Run::default()).await
+            })
+            .await?;
+        self.supervise(&handle);
+        Ok(handle)
     }
 
-    async fn start_inner(&self, spec: ProcSpec) -> Result<ProcHandle, ProcError> {
+    /// Watches a process with a restart policy, and each run that follows
+    /// it: a failed run is started again under its name after the policy's
+    /// backoff, until the policy's limit. A kill, an idle timeout or the
+    /// daemon stopping ends the watch; so does the name being taken over
+    /// meanwhile.
+    pub(crate) fn supervise(self: &Arc<Self>, handle: &ProcHandle) {
+        let Some(policy) = handle.facts.spec.restart else { return };
+        let this = Arc::clone(self);
+        let mut current = handle.clone();
+        self.tracker.spawn(async move {
+            loop {
+                let mut state = current.state.clone();
+                let ended = tokio::select! {
+                    s = state.wait_for(|p| !matches!(p.status, ProcStatus::Running)) => match s {
+                        Ok(p) => p.status,
+                        Err(_) => return,
+                    },
+                    () = this.shutdown.cancelled() => return,
+                };
+                let run = current.facts.run;
+                match restart_after(ended, run, policy) {
+                    Restart::No => return,
+                    Restart::LimitReached => {
+                        tracing::warn!(proc = %current.id(), restarts = run.restarts, "failed again; its restart limit is reached");
+                        return;
+                    }
+                    Restart::Yes => {}
+                }
+                let wait = policy.backoff(run.restarts);
+                tokio::select! {
+                    () = tokio::time::sleep(wait) => {}
+                    () = this.shutdown.cancelled() => return,
+                }
+                // Someone took the name over meanwhile (an `up`, a start):
+                // theirs wins.
+                if current.shared.replaced_by.load(std::sync::atomic::Ordering::Acquire) != 0 {
+                    return;
+                }
+                let next = Run { restarts: run.restarts + 1, restart_of: Some(current.id().0) };
+                match this.start_inner(current.facts.spec.clone(), true, next).await {
+                    Ok(h) => {
+                        tracing::info!(proc = %h.id(), of = %current.id(), restarts = next.restarts, "restarted after a failure");
+                        current = h;
+                    }
+                    Err(e) => {
+                        tracing::warn!(proc = %current.id(), error = %e, "cannot restart it");
+                        return;
+                    }
+                }
+            }
+        });
+    }
+
+    /// Supervises again what an earlier daemon supervised (after
+    /// `load_dormant`).
+    pub(crate) fn supervise_adopted(self: &Arc<Self>) {
+        for h in self.registry.list() {
+            if matches!(h.published().status, ProcStatus::Running) {
+                self.supervise(&h);
+            }
+        }
+    }
+
+    async fn start_inner(
+        &self,
+        spec: ProcSpec,
+        replace_ended: bool,
+        run: Run,
+    ) -> Result<ProcHandle, ProcError> {
         if self.shutdown.is_cancelled() {
             return Err(ProcError::ShuttingDown);
         }
-        let reservation = self.registry.reserve(spec.name.as_deref(), self.config.max_processes)?;
+        let reservation = self.registry.reserve(
+            spec.name.as_deref(),
+            self.config.max_processes,
+            replace_ended,
+        )?;
         let (mode, size) = match spec.stdio {
             Stdio::Pty(s) => ("pty", Some((s.rows, s.cols))),
             Stdio::Pipes => ("pipes", None),
@@ -401,6 +490,10 @@ impl Daemon {
                 .idle_timeout
                 .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
             started_at_ns,
+            supervision: (spec.restart.is_some() || run != Run::default()).then(|| {
+                serde_json::to_string(&Supervision { policy: spec.restart, run })
+                    .unwrap_or_default()
+            }),
         };
         let began = std::time::Instant::now();
         let id = self.store.create_proc(row).await?;
@@ -444,6 +537,7 @@ impl Daemon {
                 spec,
                 pid,
                 started_at_ns,
+                run,
             },
             agents: Arc::clone(&self.agents),
             spawned,
@@ -476,7 +570,14 @@ impl Daemon {
             // The program itself is an agent: known from the start.
             self.agents.apply(id, AgentEvent::Discovered { name, kind, pid, job: None });
         }
-        reservation.fill(handle.clone());
+        if let Some(old) = reservation.fill(handle.clone()) {
+            // The ended run keeps its record; its name now names this one.
+            old.shared.replaced_by.store(id.0, std::sync::atomic::Ordering::Release);
+            old.shared.changes.changed();
+            if let Err(e) = self.store.replaced(old.id(), id).await {
+                tracing::warn!(proc = %old.id(), error = %e, "cannot record that its name was taken over");
+            }
+        }
         // Where a start's time goes, for the benchmark's start-time row.
         let ms = |d: std::time::Duration| d.as_secs_f64() * 1e3;
         tracing::info!(
@@ -597,10 +698,39 @@ impl Daemon {
     }
 }
 
+/// Whether a run that ended so is started again.
+#[derive(Debug, PartialEq, Eq)]
+enum Restart {
+    Yes,
+    No,
+    LimitReached,
+}
+
+/// The restart decision: only a failure (an exit status other than 0, or
+/// a signal, the program's own doing) counts; a kill through Portal, an
+/// idle timeout, a shutdown or a loss does not.
+fn restart_after(ended: ProcStatus, run: Run, policy: crate::proc::RestartPolicy) -> Restart {
+    let ProcStatus::Ended { reason: EndReason::Exited, exit, .. } = ended else {
+        return Restart::No;
+    };
+    if exit.code == Some(0) && exit.signal.is_none() {
+        return Restart::No;
+    }
+    if run.restarts >= policy.max_restarts { Restart::LimitReached } else { Restart::Yes }
+}
+
+/// A row's supervision (none for a row without one, or unreadable).
+fn supervision_of(r: &crate::store::StoredProc) -> Supervision {
+    r.supervision.as_deref().and_then(|j| serde_json::from_str(j).ok()).unwrap_or_default()
+}
+
 /// A process's counters and offsets as its row stored them; its "read new"
 /// positions at the ends (what came before is not new to anyone now).
 fn shared_of(r: &crate::store::StoredProc, changes: &ChangeHub) -> crate::proc::Shared {
     let shared = crate::proc::Shared::new(changes.clone());
+    if let Some(by) = r.replaced_by {
+        shared.replaced_by.store(by.0, std::sync::atomic::Ordering::Release);
+    }
     for i in 0..3 {
         shared.end[i].store(r.ends[i], std::sync::atomic::Ordering::Release);
         shared.start[i].store(r.starts[i], std::sync::atomic::Ordering::Release);
@@ -608,4 +738,45 @@ fn shared_of(r: &crate::store::StoredProc, changes: &ChangeHub) -> crate::proc::
     }
     *shared.cursors() = r.ends;
     shared
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::proc::RestartPolicy;
+
+    #[test]
+    fn only_a_failure_under_the_limit_restarts() {
+        let policy = RestartPolicy { max_restarts: 2, backoff_ms: 10 };
+        let ended = |reason, code, signal| ProcStatus::Ended {
+            reason,
+            exit: sys::ExitInfo { code, signal },
+            at_ns: 0,
+        };
+        let first = Run::default();
+        assert_eq!(
+            restart_after(ended(EndReason::Exited, Some(3), None), first, policy),
+            Restart::Yes
+        );
+        assert_eq!(
+            restart_after(ended(EndReason::Exited, None, Some(11)), first, policy),
+            Restart::Yes
+        );
+        assert_eq!(
+            restart_after(ended(EndReason::Exited, Some(0), None), first, policy),
+            Restart::No
+        );
+        for reason in [EndReason::Killed, EndReason::TimedOut, EndReason::Stopped] {
+            assert_eq!(restart_after(ended(reason, None, Some(9)), first, policy), Restart::No);
+        }
+        assert_eq!(restart_after(ProcStatus::Lost, first, policy), Restart::No);
+        let last = Run { restarts: 2, restart_of: Some(4) };
+        assert_eq!(
+            restart_after(ended(EndReason::Exited, Some(1), None), last, policy),
+            Restart::LimitReached
+        );
+        assert_eq!(policy.backoff(0), std::time::Duration::from_millis(10));
+        assert_eq!(policy.backoff(3), std::time::Duration::from_millis(80));
+        assert_eq!(policy.backoff(30), crate::proc::MAX_BACKOFF);
+    }
 }

@@ -165,6 +165,7 @@ proptest! {
             mode,
             size: size.map(|(rows, cols)| pb::TermSize { rows, cols }),
             cwd: "/".into(),
+            ..Default::default()
         };
         if let Ok(spec) = convert::start_spec(req) {
             prop_assert!(!spec.command.trim().is_empty());

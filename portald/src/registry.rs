@@ -25,6 +25,10 @@ struct Inner {
     by_id: BTreeMap<ProcId, ProcHandle>,
     /// Name → owner; `None` while a start that reserved it is in progress.
     names: HashMap<String, Option<ProcId>>,
+    /// Names of ended processes a start in progress takes over: they still
+    /// name the ended process until it is done, and no other start may
+    /// take them meanwhile.
+    taking: std::collections::HashSet<String>,
     /// Starts in progress (they count against the limit).
     starting: usize,
 }
@@ -41,6 +45,8 @@ pub(crate) struct Registry {
 pub(crate) struct Reservation<'a> {
     registry: &'a Registry,
     name: Option<String>,
+    /// The ended process whose name this start takes over.
+    replaces: Option<ProcId>,
     filled: bool,
 }
 
@@ -54,30 +60,48 @@ impl Registry {
         &self.changes
     }
 
-    /// Reserves room (and the name) for a process about to start.
+    /// Reserves room (and the name) for a process about to start. With
+    /// `replace_ended`, a name an ended process holds is taken over (it
+    /// goes back to that process if the start fails).
     pub(crate) fn reserve(
         &self,
         name: Option<&str>,
         limit: usize,
+        replace_ended: bool,
     ) -> Result<Reservation<'_>, ProcError> {
         let mut inner = self.lock();
         if inner.by_id.len() + inner.starting >= limit {
             return Err(ProcError::TooMany { limit });
         }
+        let mut replaces = None;
         if let Some(name) = name {
-            if inner.names.contains_key(name) {
-                return Err(ProcError::NameTaken(name.to_owned()));
+            match inner.names.get(name) {
+                None => {
+                    inner.names.insert(name.to_owned(), None);
+                }
+                Some(Some(old))
+                    if replace_ended
+                        && !inner.taking.contains(name)
+                        && inner.by_id.get(old).is_some_and(|h| {
+                            !matches!(h.published().status, crate::proc::ProcStatus::Running)
+                        }) =>
+                {
+                    replaces = Some(*old);
+                    inner.taking.insert(name.to_owned());
+                }
+                Some(_) => return Err(ProcError::NameTaken(name.to_owned())),
             }
-            inner.names.insert(name.to_owned(), None);
         }
         inner.starting += 1;
-        Ok(Reservation { registry: self, name: name.map(str::to_owned), filled: false })
+        Ok(Reservation { registry: self, name: name.map(str::to_owned), replaces, filled: false })
     }
 
-    /// Adds a process of an earlier daemon (it keeps its id and name).
+    /// Adds a process of an earlier daemon (it keeps its id, and its name
+    /// unless another run took that over).
     pub(crate) fn insert_dormant(&self, handle: ProcHandle) {
         let mut inner = self.lock();
-        if let Some(name) = &handle.facts.spec.name {
+        let replaced = handle.shared.replaced_by.load(std::sync::atomic::Ordering::Acquire) != 0;
+        if let Some(name) = handle.facts.spec.name.as_ref().filter(|_| !replaced) {
             inner.names.insert(name.clone(), Some(handle.id()));
         }
         inner.by_id.insert(handle.id(), handle);
@@ -103,7 +127,10 @@ impl Registry {
     pub(crate) fn remove(&self, id: ProcId) -> Option<ProcHandle> {
         let mut inner = self.lock();
         let handle = inner.by_id.remove(&id)?;
-        if let Some(name) = &handle.facts.spec.name {
+        // A run whose name another took over leaves the name to it.
+        if let Some(name) = &handle.facts.spec.name
+            && inner.names.get(name) == Some(&Some(id))
+        {
             inner.names.remove(name);
         }
         drop(inner);
@@ -118,17 +145,21 @@ impl Registry {
 }
 
 impl Reservation<'_> {
-    /// Registers the started process in the reserved slot.
-    pub(crate) fn fill(mut self, handle: ProcHandle) {
+    /// Registers the started process in the reserved slot; returns the
+    /// ended process whose name it took over, if it did.
+    pub(crate) fn fill(mut self, handle: ProcHandle) -> Option<ProcHandle> {
         let mut inner = self.registry.lock();
         inner.starting -= 1;
         if let Some(name) = &self.name {
             inner.names.insert(name.clone(), Some(handle.id()));
+            inner.taking.remove(name);
         }
         inner.by_id.insert(handle.id(), handle);
+        let replaced = self.replaces.and_then(|old| inner.by_id.get(&old).cloned());
         drop(inner);
         self.filled = true;
         self.registry.changes.wake();
+        replaced
     }
 }
 
@@ -140,7 +171,12 @@ impl Drop for Reservation<'_> {
         let mut inner = self.registry.lock();
         inner.starting -= 1;
         if let Some(name) = &self.name {
-            inner.names.remove(name);
+            if self.replaces.is_some() {
+                // The name still names the ended process.
+                inner.taking.remove(name);
+            } else {
+                inner.names.remove(name);
+            }
         }
     }
 }

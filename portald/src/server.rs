@@ -272,6 +272,8 @@ pub async fn serve(listener: Listener, shutdown: CancellationToken) -> anyhow::R
         ),
         Err(e) => tracing::error!(error = %e, "cannot list the processes of an earlier daemon"),
     }
+    // What an earlier daemon restarted on failure, this one does too.
+    daemon.supervise_adopted();
     // From here a failure is a crash like any other: the next start adopts.
     crate::upgrade::served();
     let incoming = listener.incoming();

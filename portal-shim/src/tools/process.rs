@@ -60,6 +60,7 @@ impl Shim {
             size: a
                 .pty
                 .then(|| pb::TermSize { rows: a.rows.unwrap_or(0), cols: a.cols.unwrap_or(0) }),
+            ..Default::default()
         };
         let p = self
             .call_once(None, |mut c| {

@@ -12,7 +12,7 @@ use crate::config::{
     MIN_TERM_DIM,
 };
 use crate::proc::input::{InputReport, InputSource, InputState};
-use crate::proc::{ProcHandle, ProcSpec, ProcStatus, Stdio, StreamId, TermSize};
+use crate::proc::{ProcHandle, ProcSpec, ProcStatus, RestartPolicy, Stdio, StreamId, TermSize};
 use crate::reads::{FollowFrom, OutRecord, ReadFrom, ReadResult, ReadSpec};
 use crate::registry::ProcTarget;
 use crate::screen::Snapshot;
@@ -182,8 +182,44 @@ pub(crate) fn start_spec(req: pb::StartRequest) -> Result<ProcSpec, InvalidReque
             Stdio::Pipes
         }
     };
-    Ok(ProcSpec { command: req.command, args: req.args, cwd, env, name, idle_timeout, stdio })
+    let restart = match req.restart {
+        Some(r) if r.on_failure => {
+            if name.is_none() {
+                return Err(invalid(
+                    "restart",
+                    "needs a name: each run takes it over from the last",
+                ));
+            }
+            Some(RestartPolicy {
+                max_restarts: if r.max_restarts == 0 {
+                    DEFAULT_MAX_RESTARTS
+                } else {
+                    r.max_restarts
+                },
+                backoff_ms: if r.backoff_ms == 0 { DEFAULT_BACKOFF_MS } else { r.backoff_ms },
+            })
+        }
+        _ => None,
+    };
+    Ok(ProcSpec {
+        command: req.command,
+        args: req.args,
+        cwd,
+        env,
+        name,
+        idle_timeout,
+        stdio,
+        restart,
+    })
 }
+
+/// Restarts when a policy names no limit.
+const DEFAULT_MAX_RESTARTS: u32 = 5;
+
+/// The first wait before a restart when a policy names none: long enough
+/// that a program failing at once does not spin, short enough to come back
+/// before anyone notices.
+const DEFAULT_BACKOFF_MS: u64 = 1000;
 
 /// Wire stream → domain.
 pub(crate) fn stream(v: i32) -> Result<StreamId, InvalidRequest> {
@@ -553,7 +589,6 @@ pub(crate) fn process_pb(h: &ProcHandle, fresh: Option<InputReport>) -> pb::Proc
             .idle_timeout
             .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
         idle_ms: h.shared.idle_ms(),
-        output_quiet_ms: h.shared.output_quiet_ms(),
         streams,
         stdin_closed: h.shared.stdin_closed.load(Ordering::Acquire),
         awaiting_secret: h.shared.awaiting_secret.load(Ordering::Acquire),
@@ -561,6 +596,15 @@ pub(crate) fn process_pb(h: &ProcHandle, fresh: Option<InputReport>) -> pb::Proc
         input_source: input
             .map_or(pb::InputSource::Unspecified, |r| input_source_pb(r.source))
             .into(),
+        output_quiet_ms: h.shared.output_quiet_ms(),
+        restart: f.spec.restart.map(|r| pb::RestartPolicy {
+            on_failure: true,
+            max_restarts: r.max_restarts,
+            backoff_ms: r.backoff_ms,
+        }),
+        restarts: f.run.restarts,
+        restart_of: f.run.restart_of.unwrap_or(0),
+        replaced_by: h.shared.replaced_by.load(Ordering::Acquire),
     }
 }
 

@@ -113,8 +113,10 @@ impl Portal for PortalService {
     }
 
     async fn start(&self, req: Request<pb::StartRequest>) -> Reply<pb::Process> {
-        let spec = convert::start_spec(req.into_inner())?;
-        let handle = self.daemon.start(spec).await?;
+        let req = req.into_inner();
+        let replace_ended = req.replace_ended;
+        let spec = convert::start_spec(req)?;
+        let handle = self.daemon.start(spec, replace_ended).await?;
         ok(convert::process_pb(&handle, None))
     }
 

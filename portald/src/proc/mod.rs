@@ -60,6 +60,48 @@ pub(crate) struct ProcSpec {
     pub(crate) idle_timeout: Option<Duration>,
     /// PTY or pipes.
     pub(crate) stdio: Stdio,
+    /// Start it again when it fails.
+    pub(crate) restart: Option<RestartPolicy>,
+}
+
+/// When portald starts a program again: after a failure (a non-zero exit
+/// status or a signal), never after a kill, a timeout or a shutdown.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub(crate) struct RestartPolicy {
+    /// Restarts at most.
+    pub(crate) max_restarts: u32,
+    /// The wait before the first restart (doubling, at most [`MAX_BACKOFF`]).
+    pub(crate) backoff_ms: u64,
+}
+
+/// The longest wait between two restarts.
+pub(crate) const MAX_BACKOFF: Duration = Duration::from_secs(30);
+
+impl RestartPolicy {
+    /// The wait before restart number `n + 1`.
+    pub(crate) fn backoff(&self, n: u32) -> Duration {
+        let ms = self.backoff_ms.saturating_mul(1u64 << n.min(20));
+        Duration::from_millis(ms).min(MAX_BACKOFF)
+    }
+}
+
+/// Which run of a restarted program a process is (stored with its row).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub(crate) struct Run {
+    /// Restarts before this run (0 for the first).
+    pub(crate) restarts: u32,
+    /// The run it restarted.
+    pub(crate) restart_of: Option<u64>,
+}
+
+/// A process's supervision as its row keeps it (JSON): the policy and
+/// which run this is.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub(crate) struct Supervision {
+    /// The policy.
+    pub(crate) policy: Option<RestartPolicy>,
+    /// The run.
+    pub(crate) run: Run,
 }
 
 /// The one published status of a process.
@@ -283,6 +325,8 @@ pub(crate) struct Shared {
     pub(crate) last_output_ns: AtomicI64,
     /// Bumped whenever something a process list shows changes.
     pub(crate) changes: crate::marks::ChangeMark,
+    /// The process that took its name over after it ended (0 = none).
+    pub(crate) replaced_by: AtomicU64,
 }
 
 impl crate::store::HistoryStarts for Shared {
@@ -391,6 +435,8 @@ pub(crate) struct ProcFacts {
     pub(crate) shell_integration: bool,
     /// Secret in the child's environment that authenticates its hook reports.
     pub(crate) token: String,
+    /// Which run of a restarted program it is.
+    pub(crate) run: Run,
 }
 
 /// The state the actor publishes on every change.

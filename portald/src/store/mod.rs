@@ -112,6 +112,8 @@ pub(crate) struct NewProc {
     pub(crate) timeout_ms: u64,
     /// Wall-clock start.
     pub(crate) started_at_ns: i64,
+    /// Restart policy and run, as JSON (none without a policy or a run).
+    pub(crate) supervision: Option<String>,
 }
 
 /// A status change of a process row.
@@ -169,6 +171,10 @@ enum Msg {
         reply: oneshot::Sender<Result<ProcId, StoreError>>,
     },
     Status(StatusUpdate),
+    Replaced {
+        old: ProcId,
+        by: ProcId,
+    },
     Transition(Transition),
     Resize(Resize),
     Clear {
@@ -463,6 +469,11 @@ impl Store {
         self.send(Msg::Status(update)).await
     }
 
+    /// Records that `by` took the name of the ended `old` over.
+    pub(crate) async fn replaced(&self, old: ProcId, by: ProcId) -> Result<(), StoreError> {
+        self.send(Msg::Replaced { old, by }).await
+    }
+
     /// Deletes history before `starts` (per stream) and records the new starts.
     pub(crate) async fn clear(&self, id: ProcId, starts: [u64; 3]) -> Result<(), StoreError> {
         self.send(Msg::Clear { id, starts }).await
@@ -593,6 +604,7 @@ pub(crate) fn new_proc() -> NewProc {
         size: None,
         timeout_ms: 0,
         started_at_ns: 1,
+        supervision: None,
     }
 }
 

@@ -65,13 +65,18 @@ pub(crate) struct StoredProc {
     pub(crate) ends: [u64; 3],
     /// Per stream: chunks retained.
     pub(crate) chunks: [u64; 3],
+    /// Restart policy and run, as JSON.
+    pub(crate) supervision: Option<String>,
+    /// The process that took its name over.
+    pub(crate) replaced_by: Option<ProcId>,
 }
 
 /// Every process row, oldest first, with stream counters from the log.
 pub(crate) fn load_procs(conn: &Connection) -> Result<Vec<StoredProc>, StoreError> {
     let mut stmt = conn.prepare(
         "SELECT id, name, command, args, cwd, env, mode, rows, cols, timeout_ms, pid, status, exit_code, exit_signal,
-                started_at_ns, ended_at_ns, start_stdin, start_stdout, start_stderr FROM processes ORDER BY id",
+                started_at_ns, ended_at_ns, start_stdin, start_stdout, start_stderr, supervision, replaced_by
+         FROM processes ORDER BY id",
     )?;
     let mut procs = Vec::new();
     let mut rows = stmt.query([])?;
@@ -101,6 +106,8 @@ pub(crate) fn load_procs(conn: &Connection) -> Result<Vec<StoredProc>, StoreErro
             started_at_ns: r.get(14)?,
             ended_at_ns: r.get(15)?,
             starts: [u(r.get(16)?), u(r.get(17)?), u(r.get(18)?)],
+            supervision: r.get(19)?,
+            replaced_by: r.get::<_, Option<i64>>(20)?.map(|v| ProcId(u(v))),
             ends: [0; 3],
             chunks: [0; 3],
         });

@@ -98,6 +98,12 @@ const MIGRATIONS: &[&str] = &[
     CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
     INSERT INTO meta (key, value) VALUES ('log_id', lower(hex(randomblob(16))));
     ",
+    // 6: restarts: a process's policy and run (JSON), and the run that took
+    // its name over.
+    r"
+    ALTER TABLE processes ADD COLUMN supervision TEXT;
+    ALTER TABLE processes ADD COLUMN replaced_by INTEGER;
+    ",
 ];
 
 /// Sets the connection pragmas every connection needs.

@@ -693,8 +693,8 @@ fn apply(tx: &Transaction<'_>, msg: &Msg) -> Result<Outcome, StoreError> {
         Msg::CreateProc { row, .. } => {
             let args = serde_json::to_string(&row.args).unwrap_or_else(|_| "[]".into());
             tx.execute(
-                "INSERT INTO processes (name, command, args, cwd, env, mode, rows, cols, timeout_ms, status, started_at_ns)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, 'running', ?10)",
+                "INSERT INTO processes (name, command, args, cwd, env, mode, rows, cols, timeout_ms, status, started_at_ns, supervision)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, 'running', ?10, ?11)",
                 params![
                     row.name,
                     row.command,
@@ -705,7 +705,8 @@ fn apply(tx: &Transaction<'_>, msg: &Msg) -> Result<Outcome, StoreError> {
                     row.size.map(|s| s.0),
                     row.size.map(|s| s.1),
                     to_i64(row.timeout_ms),
-                    row.started_at_ns
+                    row.started_at_ns,
+                    row.supervision
                 ],
             )?;
             let id = u64::try_from(tx.last_insert_rowid()).unwrap_or(0);
@@ -715,6 +716,12 @@ fn apply(tx: &Transaction<'_>, msg: &Msg) -> Result<Outcome, StoreError> {
             tx.execute(
                 "UPDATE processes SET pid = ?2, status = ?3, exit_code = ?4, exit_signal = ?5, ended_at_ns = ?6 WHERE id = ?1",
                 params![to_i64(u.id.0), u.pid, u.status.as_str(), u.exit_code, u.exit_signal, u.ended_at_ns],
+            )?;
+        }
+        Msg::Replaced { old, by } => {
+            tx.execute(
+                "UPDATE processes SET replaced_by = ?2 WHERE id = ?1",
+                params![to_i64(old.0), to_i64(by.0)],
             )?;
         }
         Msg::Clear { id, starts } => set_starts(tx, *id, *starts)?,

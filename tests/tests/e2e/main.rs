@@ -16,6 +16,7 @@ mod load;
 mod reads;
 mod real_agents;
 mod registry;
+mod restarts;
 mod screen;
 mod security;
 mod tidy;
