@@ -85,6 +85,100 @@ enum AgentsCommand {
         #[arg(required = true, last = true)]
         text: Vec<String>,
     },
+    /// One line for a status bar or a prompt: how many agents are in each
+    /// state, most urgent first (`wait:1 done:2 run:3`). One daemon call;
+    /// starts no daemon (prints --empty when none runs).
+    Statusline(StatuslineArgs),
+}
+
+/// Arguments of `agents statusline`.
+#[derive(Debug, Args)]
+pub(crate) struct StatuslineArgs {
+    /// A state's label, STATE=TEXT (wait, done, run, idle, exit, ?, or the
+    /// full state names); repeat for several.
+    #[arg(long = "label", value_name = "STATE=TEXT")]
+    labels: Vec<String>,
+    /// How each state shows: {label} and {count} are replaced.
+    #[arg(long, default_value = "{label}:{count}")]
+    format: String,
+    /// Between two states.
+    #[arg(long, default_value = " ")]
+    separator: String,
+    /// What to print when no agent runs (or portald does not).
+    #[arg(long, default_value = "")]
+    empty: String,
+    /// Leave out agents that exited.
+    #[arg(long)]
+    no_exited: bool,
+}
+
+impl AgentsArgs {
+    /// The statusline's arguments, when that is the command (it runs
+    /// without starting a daemon).
+    pub(crate) fn statusline(&self) -> Option<&StatuslineArgs> {
+        match &self.command {
+            Some(AgentsCommand::Statusline(s)) => Some(s),
+            _ => None,
+        }
+    }
+}
+
+/// `agents statusline`.
+pub(crate) async fn statusline(a: &StatuslineArgs) -> Outcome {
+    let mut labels = std::collections::HashMap::new();
+    for l in &a.labels {
+        let (state, text) = l.split_once('=').ok_or_else(|| {
+            anyhow::anyhow!("--label {l:?}: write STATE=TEXT, e.g. --label wait=⏳")
+        })?;
+        let state = portal_proto::names::AGENT_STATES
+            .into_iter()
+            .find(|s| names::agent_state_label(*s) == state || names::agent_state(*s) == state)
+            .ok_or_else(|| {
+                anyhow::anyhow!(
+                    "--label {l:?}: {state:?} is no agent state (wait, done, run, idle, exit, ?)"
+                )
+            })?;
+        labels.insert(state, text.to_owned());
+    }
+    let mut opts = portal_proto::launch::LaunchOptions::from_env();
+    opts.autostart = false;
+    let target = crate::TARGET.get().cloned().unwrap_or(portal_proto::hosts::Target::Local);
+    let agents = match Client::connect_to(&target, &opts).await {
+        Ok(c) => {
+            c.rpc().agent_list(pb::AgentListRequest { states: vec![] }).await?.into_inner().agents
+        }
+        // No daemon: no agents.
+        Err(_) => Vec::new(),
+    };
+    println!("{}", tally(&agents, &labels, a));
+    Ok(())
+}
+
+/// The statusline's text for `agents`.
+fn tally(
+    agents: &[pb::Agent],
+    labels: &std::collections::HashMap<pb::AgentState, String>,
+    a: &StatuslineArgs,
+) -> String {
+    let parts: Vec<String> = portal_proto::names::AGENT_STATES
+        .into_iter()
+        .filter(|s| !(a.no_exited && *s == pb::AgentState::Exited))
+        .filter_map(|s| {
+            let n = agents
+                .iter()
+                .filter(|x| {
+                    x.state() == s
+                        || (s == pb::AgentState::Unknown
+                            && x.state() == pb::AgentState::Unspecified)
+                })
+                .count();
+            (n > 0).then(|| {
+                let label = labels.get(&s).map_or(names::agent_state_label(s), String::as_str);
+                a.format.replace("{label}", label).replace("{count}", &n.to_string())
+            })
+        })
+        .collect();
+    if parts.is_empty() { a.empty.clone() } else { parts.join(&a.separator) }
 }
 
 fn ms(d: Option<Duration>) -> u64 {
@@ -288,6 +382,7 @@ pub(crate) async fn agents(client: &Client, a: AgentsArgs) -> Outcome {
             }
             if r.results.iter().all(|x| x.sent) { Ok(()) } else { Err(Failure::Silent) }
         }
+        Some(AgentsCommand::Statusline(s)) => statusline(&s).await,
     }
 }
 

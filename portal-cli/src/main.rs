@@ -27,6 +27,7 @@ mod search;
 mod service;
 mod sigpipe;
 mod waits;
+mod workspace;
 
 use std::process::ExitCode;
 
@@ -182,6 +183,14 @@ enum Command {
     /// Report an agent's state (what the hooks run; reads the hook's JSON
     /// from stdin).
     Emit(agents::EmitArgs),
+    /// Start a workspace's members that are not running (portal.toml), in
+    /// dependency order, each once it is ready; agents get their first
+    /// prompt once.
+    Up(workspace::WorkspaceArgs),
+    /// Stop a workspace's running members, in reverse order.
+    Down(workspace::WorkspaceArgs),
+    /// A workspace's members: process, input and agent states.
+    Status(workspace::WorkspaceArgs),
     /// Every program and agent on one live screen, whoever needs you first;
     /// Enter attaches, Ctrl-] comes back (`?` lists the keys).
     Dash(dash::DashArgs),
@@ -460,6 +469,7 @@ impl Command {
             Command::SendKeys { .. } => "send-keys",
             Command::Attach { .. } => "attach",
             Command::Dash(_) => "dash",
+            Command::Up(_) => "up",
             Command::Agents(_) => "agents",
             Command::Start(_) => "start",
             Command::Demo => "demo",
@@ -583,6 +593,13 @@ async fn run(mut cli: Cli) -> Outcome {
             return portal_proto::dial::serve_stdio(&opts).await.map_err(Failure::Unreachable);
         }
         Command::Ps { all, out, all_hosts: true } => return procs::ps_every_host(all, out).await,
+        // A status bar asks every few seconds: it never starts a daemon.
+        Command::Agents(args) if args.statusline().is_some() => {
+            return match args.statusline() {
+                Some(s) => agents::statusline(s).await,
+                None => Ok(()),
+            };
+        }
         _ => {}
     }
     let client = connect_target().await.map_err(Failure::Unreachable)?;
@@ -603,6 +620,9 @@ async fn run(mut cli: Cli) -> Outcome {
         Command::Inspect { proc, out } => procs::inspect(&client, &proc, out).await,
         Command::Attach { proc } => attach::attach(&client, &proc).await,
         Command::Dash(args) => dash::dash(&client, args).await,
+        Command::Up(args) => workspace::up(&client, args).await,
+        Command::Down(args) => workspace::down(&client, args).await,
+        Command::Status(args) => workspace::status(&client, args).await,
         Command::Wait(args) => waits::wait(&client, args).await,
         Command::Agents(args) => agents::agents(&client, args).await,
         Command::Hooks(cmd) => agents::hooks(&client, cmd).await,

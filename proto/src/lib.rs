@@ -23,6 +23,7 @@ pub mod osc3008;
 pub mod paths;
 pub mod ssh;
 pub mod transport;
+pub mod workspace;
 
 /// Generated protobuf messages and gRPC stubs for package `portal.v1`.
 #[allow(

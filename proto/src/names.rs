@@ -82,6 +82,20 @@ pub fn agent_state(s: pb::AgentState) -> &'static str {
     }
 }
 
+/// An agent state's short label in tallies ("wait:1 done:2 run:3"), as
+/// the daemon's `summary` writes them.
+#[must_use]
+pub fn agent_state_label(s: pb::AgentState) -> &'static str {
+    match s {
+        pb::AgentState::AwaitingInput => "wait",
+        pb::AgentState::Done => "done",
+        pb::AgentState::Running => "run",
+        pb::AgentState::Idle => "idle",
+        pb::AgentState::Exited => "exit",
+        pb::AgentState::Unknown | pb::AgentState::Unspecified => "?",
+    }
+}
+
 /// Every agent state a client may name, most urgent first.
 pub const AGENT_STATES: [pb::AgentState; 6] = [
     pb::AgentState::AwaitingInput,

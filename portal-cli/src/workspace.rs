@@ -1,0 +1,141 @@
+//! `up`, `down` and `status`: the fleet a workspace file describes
+//! (`portal.toml`; see `portal_proto::workspace`), with each step on stderr
+//! as it happens and the members' states as a table or JSON.
+
+use std::path::PathBuf;
+
+use portal_proto::client::Client;
+use portal_proto::names;
+use portal_proto::v1 as pb;
+use portal_proto::workspace::{self, MemberState, UpError, Workspace};
+use serde_json::json;
+
+use crate::fmt::print_json;
+use crate::{Failure, JsonFlag, Outcome};
+
+/// Arguments of `up`, `down` and `status`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct WorkspaceArgs {
+    /// The workspace [default: the file's only one].
+    workspace: Option<String>,
+    /// The workspace file.
+    #[arg(long, short, default_value = workspace::file::DEFAULT_FILE)]
+    file: PathBuf,
+    #[command(flatten)]
+    out: JsonFlag,
+}
+
+impl WorkspaceArgs {
+    fn load(&self) -> Result<Workspace, Failure> {
+        workspace::load(&self.file, self.workspace.as_deref())
+            .map_err(|e| Failure::Failed(anyhow::anyhow!("{e}")))
+    }
+}
+
+/// `up`.
+pub(crate) async fn up(client: &Client, a: WorkspaceArgs) -> Outcome {
+    let ws = a.load()?;
+    let mut rpc = client.rpc();
+    match workspace::up(&mut rpc, &ws, |step| eprintln!("{step}")).await {
+        Ok(states) => {
+            print_states(&ws, &states, a.out);
+            Ok(())
+        }
+        Err(UpError::Member { member, id, why, last_output }) => {
+            let at = id.map(|id| format!(" (process {id})")).unwrap_or_default();
+            eprintln!("error: {member}{at}: {why}");
+            if !last_output.trim().is_empty() {
+                eprintln!("its last output:");
+                for line in last_output
+                    .trim_end()
+                    .lines()
+                    .rev()
+                    .take(15)
+                    .collect::<Vec<_>>()
+                    .into_iter()
+                    .rev()
+                {
+                    eprintln!("  {line}");
+                }
+            }
+            eprintln!("the members before it keep running; `portal-cli down` stops them");
+            Err(Failure::Silent)
+        }
+        Err(UpError::Rpc(s)) => Err(s.into()),
+    }
+}
+
+/// `down`.
+pub(crate) async fn down(client: &Client, a: WorkspaceArgs) -> Outcome {
+    let ws = a.load()?;
+    let mut rpc = client.rpc();
+    let states = workspace::down(&mut rpc, &ws, |step| eprintln!("{step}")).await?;
+    print_states(&ws, &states, a.out);
+    Ok(())
+}
+
+/// `status`.
+pub(crate) async fn status(client: &Client, a: WorkspaceArgs) -> Outcome {
+    let ws = a.load()?;
+    let mut rpc = client.rpc();
+    let states = workspace::status(&mut rpc, &ws).await?;
+    print_states(&ws, &states, a.out);
+    Ok(())
+}
+
+/// A member's state as JSON (what `--json` prints and the shim returns).
+pub(crate) fn state_json(m: &MemberState) -> serde_json::Value {
+    let p = m.process.as_ref();
+    json!({
+        "member": m.name,
+        "id": p.map(|p| p.id),
+        "status": p.map_or("not_started", |p| names::status(p.status())),
+        "exit_code": p.and_then(|p| p.exit_code),
+        "input_state": p.map(|p| names::input_state(p.input_state())),
+        "agent_state": m.agent.as_ref().map(|a| names::agent_state(a.state())),
+        "agent_reason": m.agent.as_ref().map(|a| a.reason.clone()).filter(|r| !r.is_empty()),
+        "restarts": p.map_or(0, |p| p.restarts),
+    })
+}
+
+fn print_states(ws: &Workspace, states: &[MemberState], out: JsonFlag) {
+    if out.json {
+        print_json(&json!({
+            "workspace": ws.name,
+            "members": states.iter().map(state_json).collect::<Vec<_>>(),
+        }));
+        return;
+    }
+    let width = states.iter().map(|m| m.name.chars().count()).max().unwrap_or(6).max(6);
+    println!(
+        "{:<width$}  {:>5}  {:<9}  {:<15}  {:<8}  AGENT",
+        "MEMBER", "ID", "STATUS", "INPUT", "RESTARTS"
+    );
+    for m in states {
+        let (id, status, input, restarts) = match &m.process {
+            Some(p) => (
+                p.id.to_string(),
+                match (p.status(), p.exit_code) {
+                    (pb::Status::Exited, Some(c)) => format!("exit {c}"),
+                    (s, _) => names::status(s).to_owned(),
+                },
+                if p.status() == pb::Status::Running {
+                    names::input_state(p.input_state())
+                } else {
+                    "-"
+                },
+                p.restarts.to_string(),
+            ),
+            None => ("-".into(), "not started".into(), "-", "-".into()),
+        };
+        let agent = m.agent.as_ref().map_or("-".to_owned(), |a| {
+            let state = names::agent_state(a.state());
+            if a.reason.is_empty() {
+                format!("{} {state}", a.name)
+            } else {
+                format!("{} {state} ({})", a.name, a.reason)
+            }
+        });
+        println!("{:<width$}  {id:>5}  {status:<9}  {input:<15}  {restarts:<8}  {agent}", m.name);
+    }
+}

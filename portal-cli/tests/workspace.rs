@@ -1,0 +1,207 @@
+//! Workspaces end to end: the real `portal-cli up/down/status` against a
+//! real `portald`, with a workspace of a Python HTTP server (ready on its
+//! "Serving" line), a client that depends on it, and a stand-in agent with
+//! a first prompt.
+#![allow(clippy::unwrap_used, reason = "a test fails loudly on the first unexpected error")]
+
+use std::path::Path;
+use std::process::Output;
+
+use portal_proto::v1 as pb;
+use portal_tests::*;
+use serde_json::Value;
+
+const CLI: &str = env!("CARGO_BIN_EXE_portal-cli");
+
+async fn cli(socket: &Path, dir: &Path, args: &[&str]) -> Output {
+    let mut cmd = tokio::process::Command::new(CLI);
+    cmd.args(args)
+        .current_dir(dir)
+        .env("PORTAL_SOCKET", socket)
+        .env("PORTAL_NO_AUTOSTART", "1")
+        .env("NO_COLOR", "1");
+    bounded(&format!("portal-cli {args:?}"), cmd.output()).await.unwrap()
+}
+
+fn ok(o: &Output) -> String {
+    assert!(
+        o.status.success(),
+        "failed ({:?}): {}\n{}",
+        o.status,
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// A port nothing listens on now.
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+const PROMPT: &str = "run the tests and fix what fails";
+
+fn workspace_file(port: u16) -> String {
+    format!(
+        r#"# A dev server, a client of it, and an agent to fix what fails.
+[workspace.dev]
+
+[[workspace.dev.member]]
+name = "fixer"
+command = "sh"
+args = ["-c", "printf '\\033]3008;portal=1;state=awaiting_input;name=claude\\033\\\\'; read line; echo \"got: $line\"; printf '\\033]3008;portal=1;state=done;name=claude\\033\\\\'; read x"]
+pty = true
+depends_on = ["client"]
+ready = "input"
+prompt = "{PROMPT}"
+
+[[workspace.dev.member]]
+name = "server"
+command = "python3"
+args = ["-m", "http.server", "{port}", "--bind", "127.0.0.1"]
+ready = "Serving"
+restart = "on-failure"
+
+[[workspace.dev.member]]
+name = "client"
+command = "python3"
+args = ["-c", "import urllib.request, time; print('status', urllib.request.urlopen('http://127.0.0.1:{port}/').status, flush=True); time.sleep(600)"]
+depends_on = ["server"]
+ready = "status 200"
+"#
+    )
+}
+
+fn members(status_json: &str) -> Vec<Value> {
+    let v: Value = serde_json::from_str(status_json).unwrap();
+    v["members"].as_array().unwrap().clone()
+}
+
+fn member<'a>(members: &'a [Value], name: &str) -> &'a Value {
+    members.iter().find(|m| m["member"] == name).unwrap()
+}
+
+#[tokio::test]
+async fn up_brings_a_fleet_up_in_order_once_and_down_stops_it() {
+    let d = TestDaemon::start().await;
+    let s = d.socket();
+    let mut rpc = d.rpc();
+    let dir = test_dir();
+    std::fs::write(dir.path().join("portal.toml"), workspace_file(free_port())).unwrap();
+
+    let up = cli(&s, dir.path(), &["up", "--json"]).await;
+    let first = members(&ok(&up));
+    // In dependency order, each started once the one before was ready.
+    let steps = stderr(&up);
+    let at = |line: &str| steps.find(line).unwrap_or_else(|| panic!("no {line:?} in:\n{steps}"));
+    assert!(at("server: ready") < at("client: started"), "{steps}");
+    assert!(at("client: ready") < at("fixer: started"), "{steps}");
+    assert!(at("fixer: ready") < at("fixer: first prompt sent"), "{steps}");
+    for m in &first {
+        assert_eq!(m["status"], "running", "{m}");
+    }
+    let fixer = member(&first, "fixer")["id"].as_u64().unwrap();
+    wait_for_text(&mut rpc, fixer, pb::Stream::Stdout, &format!("got: {PROMPT}")).await;
+
+    // A second `up` starts nothing and types nothing.
+    let again = cli(&s, dir.path(), &["up", "--json"]).await;
+    let second = members(&ok(&again));
+    assert!(!stderr(&again).contains("started"), "{}", stderr(&again));
+    assert!(!stderr(&again).contains("prompt sent"), "{}", stderr(&again));
+    for (a, b) in first.iter().zip(&second) {
+        assert_eq!(a["id"], b["id"]);
+    }
+    let typed = rpc
+        .read(pb::ReadRequest {
+            proc: by_id(fixer),
+            streams: vec![pb::Stream::Stdin.into()],
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let typed: Vec<u8> = typed.records.into_iter().flat_map(|r| r.data).collect();
+    assert_eq!(
+        String::from_utf8_lossy(&typed).matches(PROMPT).count(),
+        1,
+        "the prompt arrives once"
+    );
+
+    // The status line counts what `agents` lists.
+    let agents: Value =
+        serde_json::from_str(&ok(&cli(&s, dir.path(), &["agents", "--json"]).await)).unwrap();
+    let line = ok(&cli(&s, dir.path(), &["agents", "statusline"]).await);
+    assert_eq!(line.trim(), agents["summary"].as_str().unwrap());
+    assert!(line.contains("done:1") || line.contains("wait:1"), "{line}");
+
+    // The server dies (not through Portal): its policy brings it back.
+    let server = member(&second, "server");
+    let pid = rpc
+        .inspect(pb::InspectRequest { proc: by_id(server["id"].as_u64().unwrap()) })
+        .await
+        .unwrap()
+        .into_inner()
+        .pid;
+    let killed =
+        std::process::Command::new("kill").args(["-9", &pid.to_string()]).status().unwrap();
+    assert!(killed.success());
+    let back = wait_until("the server restarted", async || {
+        let st = members(&ok(&cli(&s, dir.path(), &["status", "--json"]).await));
+        let m = member(&st, "server").clone();
+        (m["restarts"] == 1 && m["status"] == "running").then_some(m)
+    })
+    .await;
+    assert_ne!(back["id"], server["id"]);
+
+    // `down` leaves nothing running.
+    let down = cli(&s, dir.path(), &["down", "--json"]).await;
+    for m in members(&ok(&down)) {
+        assert_ne!(m["status"], "running", "{m}");
+    }
+    let list = rpc.list(pb::ListRequest {}).await.unwrap().into_inner().processes;
+    assert!(list.iter().all(|p| p.status() != pb::Status::Running), "{list:?}");
+    // And `up` after `down` starts each again under its name.
+    let third = members(&ok(&cli(&s, dir.path(), &["up", "--json"]).await));
+    assert!(third.iter().all(|m| m["status"] == "running"), "{third:?}");
+    ok(&cli(&s, dir.path(), &["down"]).await);
+    d.stop().await;
+}
+
+#[tokio::test]
+async fn a_bad_file_names_its_line_and_a_member_that_fails_stops_up() {
+    let d = TestDaemon::start().await;
+    let s = d.socket();
+    let dir = test_dir();
+    let file = dir.path().join("portal.toml");
+    std::fs::write(
+        &file,
+        "[workspace.w]\n[[workspace.w.member]]\nname = \"a\"\ncommand = \"true\"\nport = 8080\n",
+    )
+    .unwrap();
+    let bad = cli(&s, dir.path(), &["up"]).await;
+    assert_eq!(bad.status.code(), Some(1));
+    assert!(stderr(&bad).contains("portal.toml line 5: unknown field `port`"), "{}", stderr(&bad));
+    std::fs::write(
+        &file,
+        "[workspace.w]\n[[workspace.w.member]]\nname = \"a\"\ncommand = \"sh\"\nargs = [\"-c\", \"echo booting; exit 4\"]\nready = \"listening\"\n[[workspace.w.member]]\nname = \"b\"\ncommand = \"true\"\ndepends_on = [\"a\"]\n",
+    )
+    .unwrap();
+    let failed = cli(&s, dir.path(), &["up"]).await;
+    assert_eq!(failed.status.code(), Some(1));
+    let err = stderr(&failed);
+    assert!(
+        err.contains("error: a (process")
+            && err.contains("ended (exit status 4) before it was ready"),
+        "{err}"
+    );
+    assert!(err.contains("  booting"), "its last output is shown: {err}");
+    let st = members(&ok(&cli(&s, dir.path(), &["status", "--json"]).await));
+    assert_eq!(member(&st, "b")["status"], "not_started");
+    let missing = cli(&s, dir.path(), &["up", "--file", "nope.toml"]).await;
+    assert!(stderr(&missing).contains("nope.toml: not found"), "{}", stderr(&missing));
+    d.stop().await;
+}

@@ -1,0 +1,364 @@
+//! Bringing a workspace up and down, and reading its state, through the
+//! daemon's API (so the CLI and the MCP shim do exactly the same).
+//!
+//! `up` goes through the members in start order: one running under its
+//! name is kept, anything else is started (taking the name over from an
+//! ended run); each then waits for its readiness before the next starts,
+//! and an agent with a first prompt gets it once it is ready, only while
+//! nothing was ever typed into it (a second `up`, even after a daemon
+//! restart, never types it again; a retry of an interrupted one does).
+//! `down` kills the running members in reverse order.
+
+use std::time::{Duration, Instant};
+
+use tonic::transport::Channel;
+
+use super::file::{Member, Ready, Restart, Workspace};
+use crate::v1 as pb;
+use crate::v1::portal_client::PortalClient;
+
+type Rpc = PortalClient<Channel>;
+
+/// Restarts wait this long first, doubling each time (portald caps it).
+const RESTART_BACKOFF: Duration = Duration::from_secs(1);
+
+/// The output shown with a member that failed to become ready.
+const LAST_OUTPUT_BYTES: u64 = 2048;
+
+/// What `up` or `down` did, as it happens.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Step {
+    /// Running already: kept.
+    Kept {
+        /// Member.
+        member: String,
+        /// Its process.
+        id: u64,
+    },
+    /// Started.
+    Started {
+        /// Member.
+        member: String,
+        /// Its process.
+        id: u64,
+    },
+    /// Waiting until it is ready.
+    Waiting {
+        /// Member.
+        member: String,
+        /// For what, in words.
+        what: String,
+    },
+    /// Ready.
+    Ready {
+        /// Member.
+        member: String,
+        /// Milliseconds the wait took.
+        after_ms: u64,
+    },
+    /// Its first prompt was typed.
+    Prompted {
+        /// Member.
+        member: String,
+    },
+    /// Killed (`down`).
+    Stopped {
+        /// Member.
+        member: String,
+        /// Its process.
+        id: u64,
+    },
+}
+
+impl std::fmt::Display for Step {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Step::Kept { member, id } => write!(f, "{member}: running already ({id}), kept"),
+            Step::Started { member, id } => write!(f, "{member}: started ({id})"),
+            Step::Waiting { member, what } => write!(f, "{member}: waiting for {what}"),
+            Step::Ready { member, after_ms } => write!(f, "{member}: ready after {after_ms} ms"),
+            Step::Prompted { member } => write!(f, "{member}: first prompt sent"),
+            Step::Stopped { member, id } => write!(f, "{member}: stopped ({id})"),
+        }
+    }
+}
+
+/// Why `up` stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum UpError {
+    /// A member could not be started or did not become ready; the members
+    /// before it are left running, the ones after it are not started.
+    #[error("{member}: {why}")]
+    Member {
+        /// Member.
+        member: String,
+        /// Its process, when it was started.
+        id: Option<u64>,
+        /// What happened.
+        why: String,
+        /// The end of its output, for the person to see why.
+        last_output: String,
+    },
+    /// The daemon refused or went away.
+    #[error(transparent)]
+    Rpc(#[from] tonic::Status),
+}
+
+/// One member as the daemon sees it now.
+#[derive(Clone, Debug)]
+pub struct MemberState {
+    /// Member name.
+    pub name: String,
+    /// Its process (the newest run under its name), if any.
+    pub process: Option<pb::Process>,
+    /// The agent in its terminal, if any.
+    pub agent: Option<pb::Agent>,
+}
+
+/// The process named `name`, if there is one.
+async fn find(rpc: &mut Rpc, name: &str) -> Result<Option<pb::Process>, tonic::Status> {
+    let proc = Some(pb::ProcRef { target: Some(pb::proc_ref::Target::Name(name.to_owned())) });
+    match rpc.inspect(pb::InspectRequest { proc }).await {
+        Ok(p) => Ok(Some(p.into_inner())),
+        Err(s) if s.code() == tonic::Code::NotFound => Ok(None),
+        Err(s) => Err(s),
+    }
+}
+
+fn by_id(id: u64) -> Option<pb::ProcRef> {
+    Some(pb::ProcRef { target: Some(pb::proc_ref::Target::Id(id)) })
+}
+
+fn ms(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// Each member and its process and agent, in start order.
+pub async fn status(rpc: &mut Rpc, ws: &Workspace) -> Result<Vec<MemberState>, tonic::Status> {
+    let agents = rpc.agent_list(pb::AgentListRequest { states: vec![] }).await?.into_inner().agents;
+    let mut out = Vec::with_capacity(ws.members.len());
+    for m in &ws.members {
+        let process = find(rpc, &m.name).await?;
+        let agent = process.as_ref().and_then(|p| agents.iter().find(|a| a.id == p.id).cloned());
+        out.push(MemberState { name: m.name.clone(), process, agent });
+    }
+    Ok(out)
+}
+
+/// Brings the workspace up (see the module's doc); `progress` hears each
+/// step as it happens.
+pub async fn up(
+    rpc: &mut Rpc,
+    ws: &Workspace,
+    mut progress: impl FnMut(&Step),
+) -> Result<Vec<MemberState>, UpError> {
+    for m in &ws.members {
+        let existing = find(rpc, &m.name).await?;
+        let kept = existing.filter(|p| {
+            p.status() == pb::Status::Running
+                || (m.ready == Ready::Exit
+                    && p.status() == pb::Status::Exited
+                    && p.exit_code == Some(0))
+        });
+        let process = match kept {
+            Some(p) => {
+                progress(&Step::Kept { member: m.name.clone(), id: p.id });
+                p
+            }
+            None => {
+                let p = rpc.start(start_request(m)).await.map_err(|s| UpError::Member {
+                    member: m.name.clone(),
+                    id: None,
+                    why: format!("cannot start it: {}", s.message()),
+                    last_output: String::new(),
+                })?;
+                let p = p.into_inner();
+                progress(&Step::Started { member: m.name.clone(), id: p.id });
+                p
+            }
+        };
+        ready(rpc, m, &process, &mut progress).await?;
+        if let Some(prompt) = &m.prompt {
+            prompt_once(rpc, ws, m, process.id, prompt, &mut progress).await?;
+        }
+    }
+    Ok(status(rpc, ws).await?)
+}
+
+fn start_request(m: &Member) -> pb::StartRequest {
+    pb::StartRequest {
+        command: m.command.clone(),
+        args: m.args.clone(),
+        cwd: m.cwd.to_string_lossy().into_owned(),
+        env: m.env.clone().into_iter().collect(),
+        name: m.name.clone(),
+        timeout_ms: m.timeout.map_or(0, ms),
+        mode: if m.pty { pb::Mode::Pty } else { pb::Mode::Pipes }.into(),
+        size: m.size.map(|(rows, cols)| pb::TermSize { rows, cols }),
+        restart: match m.restart {
+            Restart::Never => None,
+            Restart::OnFailure { max } => Some(pb::RestartPolicy {
+                on_failure: true,
+                max_restarts: max,
+                backoff_ms: ms(RESTART_BACKOFF),
+            }),
+        },
+        replace_ended: true,
+    }
+}
+
+/// Waits until `m` is ready, or says why it will not be.
+async fn ready(
+    rpc: &mut Rpc,
+    m: &Member,
+    process: &pb::Process,
+    progress: &mut impl FnMut(&Step),
+) -> Result<(), UpError> {
+    let id = process.id;
+    let (what, until) = match &m.ready {
+        Ready::Started => return Ok(()),
+        Ready::Text(t) => (
+            format!("{t:?} in its output"),
+            pb::WaitCondition { needle: t.clone(), input: Some(false), ..Default::default() },
+        ),
+        Ready::Input => (
+            "it to wait for input".to_owned(),
+            pb::WaitCondition { input: Some(true), ..Default::default() },
+        ),
+        Ready::Exit => (
+            "it to exit".to_owned(),
+            pb::WaitCondition { input: Some(false), ..Default::default() },
+        ),
+    };
+    progress(&Step::Waiting { member: m.name.clone(), what: what.clone() });
+    let began = Instant::now();
+    // From the start of its output: a line printed before this wait (or
+    // before an earlier `up`) counts.
+    let offsets = process
+        .streams
+        .iter()
+        .filter(|s| s.stream() != pb::Stream::Stdin)
+        .map(|s| pb::StreamOffset { stream: s.stream, offset: s.start_offset })
+        .collect();
+    let mut from = Some(pb::Cursor { offsets });
+    let fail = |why: String| (m.name.clone(), id, why);
+    let outcome = loop {
+        let left = m.ready_timeout.saturating_sub(began.elapsed());
+        if left.is_zero() {
+            break Err(fail(format!("not ready after {} s: no {what}", m.ready_timeout.as_secs())));
+        }
+        let until = pb::WaitCondition { timeout_ms: ms(left).max(1), ..until.clone() };
+        let w = rpc
+            .wait(pb::WaitRequest {
+                proc: by_id(id),
+                streams: vec![],
+                from: from.take(),
+                until: Some(until),
+            })
+            .await?
+            .into_inner();
+        match (w.reason(), &m.ready) {
+            (pb::WaitReason::Matched, Ready::Text(_))
+            | (pb::WaitReason::InputRequested | pb::WaitReason::AwaitingSecret, Ready::Input) => {
+                break Ok(());
+            }
+            (pb::WaitReason::Exited, Ready::Exit) if w.exit_code == Some(0) => break Ok(()),
+            (pb::WaitReason::Exited, _) => {
+                let how = match (w.exit_code, w.exit_signal) {
+                    (Some(c), _) => format!("exit status {c}"),
+                    (None, Some(s)) => format!("signal {s}"),
+                    _ => "no exit status".to_owned(),
+                };
+                break Err(fail(format!("ended ({how}) before it was ready")));
+            }
+            // The daemon's ceiling cut the wait short: go on from where it
+            // stopped.
+            _ => from = w.next.clone(),
+        }
+    };
+    match outcome {
+        Ok(()) => {
+            progress(&Step::Ready { member: m.name.clone(), after_ms: ms(began.elapsed()) });
+            Ok(())
+        }
+        Err((member, id, why)) => {
+            let last_output = last_output(rpc, id).await;
+            Err(UpError::Member { member, id: Some(id), why, last_output })
+        }
+    }
+}
+
+/// The end of a process's output, as text.
+async fn last_output(rpc: &mut Rpc, id: u64) -> String {
+    let req = pb::ReadRequest {
+        proc: by_id(id),
+        from: Some(pb::read_request::From::Tail(true)),
+        max_bytes: LAST_OUTPUT_BYTES,
+        encoding: pb::Encoding::Text.into(),
+        ..Default::default()
+    };
+    match rpc.read(req).await {
+        Ok(r) => {
+            let bytes: Vec<u8> = r.into_inner().records.into_iter().flat_map(|r| r.data).collect();
+            String::from_utf8_lossy(&bytes).into_owned()
+        }
+        Err(_) => String::new(),
+    }
+}
+
+/// Types the member's first prompt, unless anything was ever typed into it.
+async fn prompt_once(
+    rpc: &mut Rpc,
+    ws: &Workspace,
+    m: &Member,
+    id: u64,
+    prompt: &str,
+    progress: &mut impl FnMut(&Step),
+) -> Result<(), UpError> {
+    let p = rpc.inspect(pb::InspectRequest { proc: by_id(id) }).await?.into_inner();
+    let typed = p.streams.iter().any(|s| s.stream() == pb::Stream::Stdin && s.end_offset > 0);
+    if typed {
+        return Ok(());
+    }
+    let req = pb::AgentSendRequest {
+        ids: vec![id],
+        text: prompt.to_owned(),
+        // A retry of this very send (an `up` cut short) is not typed twice.
+        key: format!("workspace/{}/{}/{id}", ws.name, m.name),
+        timeout_ms: ms(m.ready_timeout),
+        ..Default::default()
+    };
+    let r = rpc.agent_send(req).await?.into_inner();
+    match r.results.first() {
+        Some(x) if x.sent => {
+            progress(&Step::Prompted { member: m.name.clone() });
+            Ok(())
+        }
+        other => Err(UpError::Member {
+            member: m.name.clone(),
+            id: Some(id),
+            why: format!(
+                "its first prompt was not sent: {}",
+                other.map_or("no answer".to_owned(), |x| x.detail.clone())
+            ),
+            last_output: last_output(rpc, id).await,
+        }),
+    }
+}
+
+/// Kills the running members, in reverse start order.
+pub async fn down(
+    rpc: &mut Rpc,
+    ws: &Workspace,
+    mut progress: impl FnMut(&Step),
+) -> Result<Vec<MemberState>, tonic::Status> {
+    for m in ws.members.iter().rev() {
+        if let Some(p) = find(rpc, &m.name).await?
+            && p.status() == pb::Status::Running
+        {
+            rpc.kill(pb::KillRequest { proc: by_id(p.id) }).await?;
+            progress(&Step::Stopped { member: m.name.clone(), id: p.id });
+        }
+    }
+    status(rpc, ws).await
+}
