@@ -239,6 +239,44 @@ pub(crate) struct IdArgs {
 #[serde(deny_unknown_fields)]
 pub(crate) struct NoArgs {}
 
+/// Arguments of `workspace_up`.
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct WorkspaceArgs {
+    #[serde(default)]
+    pub(crate) workspace: Option<String>,
+    #[serde(default)]
+    pub(crate) file: Option<String>,
+    /// Instead of a file: a [workspace.NAME] table as JSON.
+    #[serde(default)]
+    #[schemars(schema_with = "any_object")]
+    pub(crate) spec: Option<serde_json::Map<String, serde_json::Value>>,
+}
+
+/// Arguments of `workspace_status` and `workspace_down`: those of
+/// `workspace_up` (described there).
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct WorkspaceRef {
+    #[serde(default)]
+    pub(crate) workspace: Option<String>,
+    #[serde(default)]
+    pub(crate) file: Option<String>,
+    #[serde(default)]
+    #[schemars(schema_with = "any_object")]
+    pub(crate) spec: Option<serde_json::Map<String, serde_json::Value>>,
+}
+
+impl From<WorkspaceRef> for WorkspaceArgs {
+    fn from(r: WorkspaceRef) -> Self {
+        Self { workspace: r.workspace, file: r.file, spec: r.spec }
+    }
+}
+
+fn any_object(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({ "type": "object" })
+}
+
 /// Arguments of `process_screen`.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]

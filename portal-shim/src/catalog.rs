@@ -11,11 +11,12 @@ use schemars::JsonSchema;
 use crate::args::{
     AgentHooksArgs, AgentListArgs, AgentSendArgs, AgentWaitArgs, AgentWatchArgs, IdArgs, NoArgs,
     QueryArgs, ReadArgs, ReadNewArgs, RecordArgs, RunArgs, ScreenArgs, SearchArgs, SendKeysArgs,
-    SignalArgs, StartArgs, Until, WaitArgs, WriteArgs,
+    SignalArgs, StartArgs, Until, WaitArgs, WorkspaceArgs, WorkspaceRef, WriteArgs,
 };
 use crate::results::{
     AgentOutcomes, AgentsListed, AgentsWatched, Done, HooksReported, Inspected, KeysSent,
-    KilledAll, Listed, Output, Program, Screen, Searched, Signalled, Started, Waited, Written,
+    KilledAll, Listed, Output, Program, Screen, Searched, Signalled, Started, Waited,
+    WorkspaceReport, Written,
 };
 use crate::schema::{Side, portable};
 
@@ -75,11 +76,11 @@ macro_rules! tool_rows {
     ($then:ident) => {
         $then! {
             ProcessStart = "process_start", Process, OpenWorld, start(StartArgs) -> Started,
-                "Start a program (exec'd, no shell) on a PTY or on pipes; it outlives client restarts. Returns id, status and a cursor; then process_run to type commands.";
+                "Start a program (exec'd, no shell) on a PTY or pipes; it outlives client restarts. Then process_run types commands.";
             ProcessRead = "process_read", Process, ReadOnly, read(ReadArgs) -> Output,
-                "Output of the last `duration` (default 1 s), or forward from a `cursor`, escapes removed, with the next cursor and bytes left out (windows keep the newest). Moves no cursor.";
+                "Output of the last `duration` (default 1 s), or forward from `cursor`, escapes removed, with the next cursor; windows keep the newest. Moves no cursor.";
             ProcessReadNew = "process_read_new", Process, Cursor, read_new(ReadNewArgs) -> Output,
-                "Output since the last read_new, wait or run (or your `cursor`), escapes removed, with the next cursor and, if cut, a cursor to page the rest with process_read.";
+                "Output since the last read_new, wait or run (or `cursor`), escapes removed; if cut, omitted_cursor pages the rest with process_read.";
             ProcessSearch = "process_search", Process, ReadOnly, search(SearchArgs) -> Searched,
                 "Find lines by their words in all output and input ever logged, every process; newest first, 20 a page, each with a process_read cursor.";
             ProcessWrite = "process_write", Process, OpenWorld, write(WriteArgs) -> Written,
@@ -87,7 +88,7 @@ macro_rules! tool_rows {
             ProcessSignal = "process_signal", Process, Destructive, signal(SignalArgs) -> Signalled,
                 "Signal the program's process group, exactly as asked. Writing \"\\u0003\" interrupts most PTY programs.";
             ProcessList = "process_list", Process, ReadOnly, list(NoArgs) -> Listed,
-                "Every process, running and ended: id, name, status, input_state (running, awaiting_input, awaiting_secret, idle, exited), exit, idle, bytes.";
+                "Every process, running and ended, with status and input_state (running, awaiting_input, awaiting_secret, idle, exited).";
             ProcessInspect = "process_inspect", Process, ReadOnly, inspect(IdArgs) -> Inspected,
                 "One process in full: command, args, cwd, env, status, input_state (asked of the kernel), exit, timeout, idle time, bytes.";
             ProcessKill = "process_kill", Process, Destructive, kill(IdArgs) -> Inspected,
@@ -99,27 +100,33 @@ macro_rules! tool_rows {
             ProcessCleanup = "process_cleanup", Process, Destructive, cleanup(IdArgs) -> Done,
                 "Forget an ended process: record, output and screen.";
             ProcessScreen = "process_screen", Process, ReadOnly, screen(ScreenArgs) -> Screen,
-                "What a PTY program's terminal shows now: lines, cursor, and whether a TUI (vim, less, htop) is on the alternate screen. Works after exit.";
+                "A PTY program's terminal now: lines, cursor, and whether a TUI (vim, less, htop) is on the alternate screen. Works after exit.";
             ProcessWait = "process_wait", Waits, Cursor, wait(WaitArgs) -> Waited,
-                "Block until the first of: the program waits for input (default; reason input_requested with its `prompt`), `pattern` or a `stop` pattern appears, output settles, the screen is stable, it exits, or the timeout. A timeout is a result: call again. Wait, don't poll.";
+                "Block until the first of: the program waits for input (default: reason input_requested, with its `prompt`), `pattern` or `stop` appears, output settles, the screen is stable, it exits, or the timeout (a result: call again). Wait, don't poll.";
             ProcessRun = "process_run", Waits, OpenWorld, run(RunArgs) -> Waited,
-                "Type `input` and Enter, then wait as process_wait does (same options); returns the result without echo or prompt once the program asks for input again (`prompt`; awaiting_secret for passwords) or exits, never early on a busy one. Portal's bash: when the command ends, with command_exit_code. TUIs return their screen.";
+                "Type `input` and Enter, then wait as process_wait (same options) until the program asks for input again (`prompt`; awaiting_secret: a password) or exits, never early; output without echo or prompt. Portal's bash: command_exit_code. TUIs: their screen.";
             ProcessSendKeys = "process_send_keys", Process, OpenWorld, send_keys(SendKeysArgs) -> KeysSent,
-                "Press keys and type text in order, paced, like tmux send-keys: [\"Escape\", \":q!\", \"Enter\"], [\"C-c\"]. Keys: Enter Tab Escape Backspace Space Up Down Left Right Home End PageUp PageDown Delete F1-F12 C-a..C-z M-x; other strings are typed as text ({\"text\": \"Enter\"} types the word).";
+                "Press keys and type text in order, paced, like tmux send-keys: [\"Escape\", \":q!\", \"Enter\"], [\"C-c\"]. Keys: Enter Tab Escape Backspace Up Down Left Right Home End PageUp PageDown F1-F12 C-c M-x; other strings are typed as text ({\"text\": \"Enter\"} types the word).";
             AgentList = "agent_list", Agents, ReadOnly, agent_list(AgentListArgs) -> AgentsListed,
-                "Coding agents (Claude Code, Codex...) in Portal's terminals, most urgent first, with state (awaiting_input, done, running, idle, unknown, exited), reason, source (hooks are exact) and any dialog on screen.";
+                "Coding agents (Claude Code, Codex...) in Portal's terminals, most urgent first: state, reason, source (hooks are exact), any dialog.";
             AgentWatch = "agent_watch", Agents, ReadOnly, agent_watch(AgentWatchArgs) -> AgentsWatched,
-                "Block until an agent changes state after `cursor`; returns the changes and a new cursor. Loop on it to follow a fleet.";
+                "Block until an agent changes state after `cursor`; returns the changes and the next cursor.";
             AgentWait = "agent_wait", Agents, ReadOnly, agent_wait(AgentWaitArgs) -> AgentOutcomes,
-                "Wait until agents reach a state (default awaiting_input, done or idle). Per agent: reached, timeout, exited or vanished. A timeout is a result: call again.";
+                "Wait until agents reach a state (default awaiting_input, done or idle): per agent reached, timeout (call again), exited or vanished.";
             AgentSend = "agent_send", Agents, OpenWorld, agent_send(AgentSendArgs) -> AgentOutcomes,
-                "Type a prompt into agents once each is ready, then Enter. Refused while a dialog shows (answer it with process_send_keys). With `key`, a retry never types twice.";
+                "Type a prompt into agents once each is ready, then Enter; never into a dialog (answer it with process_send_keys). With `key` a retry never types twice.";
+            WorkspaceUp = "workspace_up", Agents, OpenWorld, workspace_up(WorkspaceArgs) -> WorkspaceReport,
+                "Start what is not running of a workspace (portal.toml), in depends_on order, each once ready; agents get their prompt once.";
+            WorkspaceStatus = "workspace_status", Agents, ReadOnly, workspace_status(WorkspaceRef) -> WorkspaceReport,
+                "Each member's id and states (as workspace_up).";
+            WorkspaceDown = "workspace_down", Agents, Destructive, workspace_down(WorkspaceRef) -> WorkspaceReport,
+                "Kill a workspace's running members, last first.";
             AgentHooks = "agent_hooks", Agents, Mutating, agent_hooks(AgentHooksArgs) -> HooksReported,
-                "Report or install (idempotent, other settings untouched) the hooks through which Claude Code and Codex report exact states (Codex asks the user to trust them in /hooks).";
+                "Report or install (idempotent) the hooks through which Claude Code and Codex report exact states (Codex asks to trust them in /hooks).";
             ProgramQuery = "program_query", Registry, ReadOnly, program_query(QueryArgs) -> Program,
                 "Whether a program needs a PTY, and notes on driving it, from the shared registry (common ones built in).";
             ProgramRecord = "program_record", Registry, Mutating, program_record(RecordArgs) -> Program,
-                "Record whether a program needs a PTY, with notes (negatives too). The same conclusion raises its count; a different one resets it.";
+                "Record whether a program needs a PTY, with notes (negatives too).";
         }
     };
 }
@@ -175,8 +182,16 @@ impl ToolId {
     /// this machine only).
     pub(crate) fn names_a_host(self) -> bool {
         let s = self.spec();
+        // The hook installer and the workspaces (files here, their paths
+        // this machine's) work on this machine only.
         matches!(s.group, Group::Process | Group::Waits | Group::Agents)
-            && self != ToolId::AgentHooks
+            && !matches!(
+                self,
+                ToolId::AgentHooks
+                    | ToolId::WorkspaceUp
+                    | ToolId::WorkspaceStatus
+                    | ToolId::WorkspaceDown
+            )
     }
 
     pub(crate) fn tool(self) -> Tool {

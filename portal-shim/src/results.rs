@@ -163,6 +163,7 @@ pub(crate) struct Inspected {
 #[derive(Debug, Serialize, JsonSchema)]
 pub(crate) struct Output {
     /// Process id.
+    #[schemars(skip)]
     pub(crate) id: u64,
     /// Its status when read.
     pub(crate) status: String,
@@ -170,6 +171,7 @@ pub(crate) struct Output {
     /// overwrites applied). With several streams, runs are marked `[stderr]`.
     pub(crate) output: String,
     /// Bytes of raw output this covers.
+    #[schemars(skip)]
     pub(crate) bytes: u64,
     /// Pass as `cursor` to continue reading after this output.
     pub(crate) cursor: String,
@@ -179,9 +181,11 @@ pub(crate) struct Output {
     /// through them. Absent when nothing was left out.
     pub(crate) omitted_cursor: Option<String>,
     /// True when some of the requested history was cleared before it could be read.
+    #[schemars(skip)]
     pub(crate) history_cleared: bool,
     /// Bytes inside this range that were never stored (a full disk); a
     /// marker line in `output` stands where they were.
+    #[schemars(skip)]
     pub(crate) lost_bytes: u64,
     /// Input only: who typed it, from which stdin offset on.
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -204,6 +208,7 @@ pub(crate) struct Searched {
     pub(crate) out_of_time: bool,
     /// Why the index is behind, when it is not being kept.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(skip)]
     pub(crate) index_error: Option<String>,
 }
 
@@ -277,6 +282,7 @@ pub(crate) struct Done {
 #[derive(Debug, Serialize, JsonSchema)]
 pub(crate) struct Screen {
     /// Process id.
+    #[schemars(skip)]
     pub(crate) id: u64,
     /// Its status.
     pub(crate) status: String,
@@ -310,6 +316,7 @@ pub(crate) struct Program {
     /// Consecutive confirmations: 2 or more is settled, 1 should be re-verified.
     pub(crate) confirmed_count: Option<u32>,
     /// The answer is Portal's built-in profile (nothing recorded yet).
+    #[schemars(skip)]
     pub(crate) builtin: bool,
 }
 
@@ -695,10 +702,14 @@ mod tests {
     }
 }
 
-/// `process_wait` and `process_run` result.
+/// `process_wait` and `process_run` result. Fields marked
+/// `#[schemars(skip)]` here and in [`Output`] are returned but left out of
+/// the output schema: `tools/list` is paid on every turn, so it lists what
+/// a caller branches on.
 #[derive(Debug, Serialize, JsonSchema)]
 pub(crate) struct Waited {
     /// Process id.
+    #[schemars(skip)]
     pub(crate) id: u64,
     /// Why the wait ended: input_requested (the program waits for input:
     /// `prompt` shows what it asks), awaiting_secret (a password: hand over),
@@ -719,10 +730,13 @@ pub(crate) struct Waited {
     /// screen instead (`output_is_screen`).
     pub(crate) output: String,
     /// `output` is the rendered screen of a full-screen program.
+    #[schemars(skip)]
     pub(crate) output_is_screen: bool,
     /// Bytes of raw output seen.
+    #[schemars(skip)]
     pub(crate) bytes: u64,
     /// The output was cut to its newest part.
+    #[schemars(skip)]
     pub(crate) truncated: bool,
     /// Where to continue waiting or reading from.
     pub(crate) cursor: String,
@@ -739,12 +753,16 @@ pub(crate) struct Waited {
     /// The screen, when asked for.
     pub(crate) screen: Option<Vec<String>>,
     /// The pattern was already on the screen when the wait began.
+    #[schemars(skip)]
     pub(crate) matched_at_entry: bool,
     /// The timeout used, in ms.
+    #[schemars(skip)]
     pub(crate) effective_timeout_ms: u64,
     /// The requested timeout was above the server's ceiling and was lowered.
+    #[schemars(skip)]
     pub(crate) timeout_clamped: bool,
     /// How long the call waited, in ms.
+    #[schemars(skip)]
     pub(crate) elapsed_ms: u64,
     /// The program now waits for a password (echo off): ask the person to
     /// run `portal-cli secret <id>`; never type it yourself.
@@ -953,6 +971,37 @@ pub(crate) struct AgentsListed {
     pub(crate) agents: Vec<AgentInfo>,
     /// Tally such as "wait:1 done:2 run:3".
     pub(crate) summary: String,
+}
+
+/// A `workspace_*` result.
+#[derive(Debug, Serialize, JsonSchema)]
+pub(crate) struct WorkspaceReport {
+    /// Its name.
+    pub(crate) workspace: String,
+    /// Its members in start order.
+    pub(crate) members: Vec<MemberInfo>,
+}
+
+/// One member of a workspace.
+#[derive(Debug, Serialize, JsonSchema)]
+pub(crate) struct MemberInfo {
+    /// Its name (its process's name).
+    pub(crate) member: String,
+    /// Its process, once started.
+    pub(crate) id: Option<u64>,
+    /// running, exited, killed... or not_started.
+    pub(crate) status: String,
+    /// Exit code, when it exited.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) exit_code: Option<i32>,
+    /// While running: running, awaiting_input, awaiting_secret, idle.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) input_state: Option<String>,
+    /// The agent in it, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) agent_state: Option<String>,
+    /// Restarts after failures.
+    pub(crate) restarts: u32,
 }
 
 /// One state change.

@@ -55,6 +55,12 @@ await call("agent_wait", { ids: ["tty"], timeout_ms: 10 });
 // Not an agent: a refusal is fine, a schema failure is not.
 await call("agent_send", { ids: ["tty"], text: "x", wait_ready: false, timeout_ms: 10 }, { mayFail: true });
 await call("agent_hooks", { action: "status" });
+const spec = { member: [{ name: "ws-a", command: "sh", args: ["-c", "echo ready; sleep 60"], ready: "ready" },
+                        { name: "ws-b", command: "sleep", args: ["60"], depends_on: ["ws-a"] }] };
+const up = await call("workspace_up", { workspace: "sdk", spec });
+if (up.members?.map((m) => m.status).join() !== "running,running") throw new Error(`workspace_up: ${JSON.stringify(up)}`);
+await call("workspace_status", { workspace: "sdk", spec });
+await call("workspace_down", { workspace: "sdk", spec });
 await call("process_clear", { id: "tty" });
 await call("process_kill", { id: "tty" });
 await call("process_kill_all", {});

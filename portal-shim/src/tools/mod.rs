@@ -8,12 +8,13 @@
 use crate::args::{
     AgentHooksArgs, AgentListArgs, AgentSendArgs, AgentWaitArgs, AgentWatchArgs, IdArgs, NoArgs,
     QueryArgs, ReadArgs, ReadNewArgs, RecordArgs, RunArgs, ScreenArgs, SearchArgs, SendKeysArgs,
-    SignalArgs, StartArgs, WaitArgs, WriteArgs,
+    SignalArgs, StartArgs, WaitArgs, WorkspaceArgs, WorkspaceRef, WriteArgs,
 };
 use crate::catalog::{ToolId, tool_rows};
 use crate::results::{
     AgentOutcomes, AgentsListed, AgentsWatched, Done, HooksReported, Inspected, KeysSent,
-    KilledAll, Listed, Output, Program, Screen, Searched, Signalled, Started, Waited, Written,
+    KilledAll, Listed, Output, Program, Screen, Searched, Signalled, Started, Waited,
+    WorkspaceReport, Written,
 };
 use crate::schema::without_nulls;
 use crate::surface::Surface;
@@ -37,6 +38,7 @@ mod process;
 mod registry;
 mod search;
 mod waits;
+mod workspace;
 
 use crate::errors::{error_text, in_tool_terms};
 use crate::hosts::{HOST_ARG, HostLinks};

@@ -91,7 +91,7 @@ async fn typescript_sdk_calls_every_tool_without_a_schema_warning() {
     .await;
     let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
     assert!(out.status.success(), "{stdout}\n{stderr}");
-    assert!(stdout.contains("all 23 tools called"), "{stdout}");
+    assert!(stdout.contains("all 26 tools called"), "{stdout}");
     // The SDK's validator warns here about keywords and formats it does not
     // know (`unknown format "uint64" ignored in schema`).
     assert!(stderr.trim().is_empty(), "the client wrote to stderr:\n{stderr}");
@@ -114,6 +114,9 @@ async fn inspector(c: &Clients, d: &TestDaemon, home: &Path, args: &[&str]) -> (
     (json, stderr)
 }
 
+/// An inline workspace of one member, for the workspace tools.
+const WORKSPACE_SPEC: &str = r#"spec={"member":[{"name":"ws-i","command":"sh","args":["-c","echo ready; sleep 60"],"ready":"ready"}]}"#;
+
 #[tokio::test]
 async fn inspector_strict_finds_nothing_to_fix_and_every_tool_answers() {
     let Some(c) = clients() else { return };
@@ -126,7 +129,7 @@ async fn inspector_strict_finds_nothing_to_fix_and_every_tool_answers() {
     assert!(!stderr.contains("tool \""), "schema problems reported:\n{stderr}");
     let names: Vec<&str> =
         list["tools"].as_array().unwrap().iter().filter_map(|t| t["name"].as_str()).collect();
-    assert_eq!(names.len(), 23, "{names:?}");
+    assert_eq!(names.len(), 26, "{names:?}");
 
     let calls: &[(&str, &[&str])] = &[
         ("program_query", &["program=psql"]),
@@ -149,6 +152,9 @@ async fn inspector_strict_finds_nothing_to_fix_and_every_tool_answers() {
         ("agent_wait", &["ids=[\"tty\"]", "timeout_ms=10"]),
         ("agent_send", &["ids=[\"tty\"]", "text=x", "wait_ready=false"]),
         ("agent_hooks", &["action=status"]),
+        ("workspace_up", &["workspace=i", WORKSPACE_SPEC]),
+        ("workspace_status", &["workspace=i", WORKSPACE_SPEC]),
+        ("workspace_down", &["workspace=i", WORKSPACE_SPEC]),
         ("process_clear", &["id=tty"]),
         ("process_kill", &["id=tty"]),
         ("process_kill_all", &[]),

@@ -1,0 +1,187 @@
+//! The workspace tools: up, status and down of a fleet described in
+//! `portal.toml` (or given inline), through `portal_proto::workspace`, the
+//! same code `portal-cli up/down/status` runs. `workspace_up` reports each
+//! step as a progress notification while it waits for members to be ready.
+
+use portal_proto::names;
+use portal_proto::v1 as pb;
+use portal_proto::workspace::{self, MemberState, UpError, Workspace};
+use rmcp::model::ProgressNotificationParam;
+
+use super::{Progress, Reply, Shim};
+use crate::args::{WorkspaceArgs, WorkspaceRef};
+use crate::results::{MemberInfo, WorkspaceReport};
+
+impl Shim {
+    /// The workspace the arguments name: inline, or from the file (relative
+    /// to the shim's directory).
+    fn workspace(&self, a: &WorkspaceArgs) -> Result<Workspace, String> {
+        let dir = std::path::Path::new(&self.cwd);
+        if let Some(spec) = &a.spec {
+            if a.file.is_some() {
+                return Err("Error: give `file` or `spec`, not both".into());
+            }
+            let name = a.workspace.clone().unwrap_or_else(|| "inline".into());
+            // The same reader as a file's: one table, as TOML.
+            let table = toml::Value::try_from(serde_json::Value::Object(spec.clone()))
+                .map_err(|e| format!("Error: spec: {e}"))?;
+            let mut ws = toml::Table::new();
+            ws.insert(name.clone(), table);
+            let mut file = toml::Table::new();
+            file.insert("workspace".into(), toml::Value::Table(ws));
+            let text = toml::to_string(&file).map_err(|e| format!("Error: spec: {e}"))?;
+            return workspace::parse(&text, "spec", dir, Some(&name))
+                .map_err(|e| format!("Error: {e}"));
+        }
+        let file = dir.join(a.file.as_deref().unwrap_or(workspace::file::DEFAULT_FILE));
+        workspace::load(&file, a.workspace.as_deref()).map_err(|e| format!("Error: {e}"))
+    }
+
+    async fn client(
+        &self,
+    ) -> Result<pb::portal_client::PortalClient<tonic::transport::Channel>, String> {
+        self.link
+            .call(|mut c| async move {
+                let reply = c.get_info(pb::GetInfoRequest {}).await?;
+                Ok(tonic::Response::new((reply.into_inner(), c)))
+            })
+            .await
+            .map(|(_, c)| c)
+            .map_err(|e| super::error_text(&e, None, self.host.as_deref()))
+    }
+
+    pub(super) async fn workspace_up(
+        &self,
+        a: WorkspaceArgs,
+        progress: Progress,
+    ) -> Reply<WorkspaceReport> {
+        let ws = self.workspace(&a)?;
+        let mut rpc = self.client().await?;
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<String>();
+        let up = async move {
+            let r = workspace::up(&mut rpc, &ws, |step| {
+                let _ = tx.send(step.to_string());
+            })
+            .await;
+            (r, ws)
+        };
+        let forward = async {
+            let mut steps = Vec::new();
+            let mut n = 0.0;
+            while let Some(step) = rx.recv().await {
+                if let Some((peer, token)) = &progress {
+                    n += 1.0;
+                    let note =
+                        ProgressNotificationParam::new(token.clone(), n).with_message(step.clone());
+                    let _ = peer.notify_progress(note).await;
+                }
+                steps.push(step);
+            }
+            steps
+        };
+        let ((result, ws), steps) = tokio::join!(up, forward);
+        match result {
+            Ok(states) => {
+                let report = report(&ws, &states);
+                let mut text = steps.join("\n");
+                text.push('\n');
+                text.push_str(&members_text(&report));
+                Ok((text, report))
+            }
+            Err(UpError::Member { member, id, why, last_output }) => {
+                let at = id.map(|id| format!(" (process {id})")).unwrap_or_default();
+                let mut text = format!("Error: {member}{at}: {why}\nSteps:\n{}", steps.join("\n"));
+                if !last_output.trim().is_empty() {
+                    let tail: Vec<&str> = last_output.trim_end().lines().rev().take(15).collect();
+                    text.push_str("\nIts last output:\n");
+                    for line in tail.into_iter().rev() {
+                        text.push_str(line);
+                        text.push('\n');
+                    }
+                }
+                text.push_str("\nThe members before it keep running; fix it, then call workspace_up again (it keeps what runs).");
+                Err(text)
+            }
+            Err(UpError::Rpc(s)) => Err(format!("Error: {}", s.message())),
+        }
+    }
+
+    pub(super) async fn workspace_status(
+        &self,
+        a: WorkspaceRef,
+        _: Progress,
+    ) -> Reply<WorkspaceReport> {
+        let ws = self.workspace(&a.into())?;
+        let mut rpc = self.client().await?;
+        let states = workspace::status(&mut rpc, &ws)
+            .await
+            .map_err(|s| format!("Error: {}", s.message()))?;
+        let report = report(&ws, &states);
+        Ok((members_text(&report), report))
+    }
+
+    pub(super) async fn workspace_down(
+        &self,
+        a: WorkspaceRef,
+        _: Progress,
+    ) -> Reply<WorkspaceReport> {
+        let ws = self.workspace(&a.into())?;
+        let mut rpc = self.client().await?;
+        let mut steps = Vec::new();
+        let states = workspace::down(&mut rpc, &ws, |s| steps.push(s.to_string()))
+            .await
+            .map_err(|s| format!("Error: {}", s.message()))?;
+        let report = report(&ws, &states);
+        let mut text = steps.join("\n");
+        if !text.is_empty() {
+            text.push('\n');
+        }
+        text.push_str(&members_text(&report));
+        Ok((text, report))
+    }
+}
+
+fn report(ws: &Workspace, states: &[MemberState]) -> WorkspaceReport {
+    WorkspaceReport {
+        workspace: ws.name.clone(),
+        members: states
+            .iter()
+            .map(|m| {
+                let p = m.process.as_ref();
+                MemberInfo {
+                    member: m.name.clone(),
+                    id: p.map(|p| p.id),
+                    status: p.map_or("not_started", |p| names::status(p.status())).to_owned(),
+                    exit_code: p.and_then(|p| p.exit_code),
+                    input_state: p
+                        .filter(|p| p.status() == pb::Status::Running)
+                        .map(|p| names::input_state(p.input_state()).to_owned()),
+                    agent_state: m.agent.as_ref().map(|a| names::agent_state(a.state()).to_owned()),
+                    restarts: p.map_or(0, |p| p.restarts),
+                }
+            })
+            .collect(),
+    }
+}
+
+fn members_text(r: &WorkspaceReport) -> String {
+    let mut text = format!("Workspace {}:", r.workspace);
+    for m in &r.members {
+        text.push_str(&format!(
+            "\n{} {}: {}",
+            m.member,
+            m.id.map_or("-".into(), |i| i.to_string()),
+            m.status
+        ));
+        if let Some(i) = &m.input_state {
+            text.push_str(&format!(", {i}"));
+        }
+        if let Some(a) = &m.agent_state {
+            text.push_str(&format!(", agent {a}"));
+        }
+        if m.restarts > 0 {
+            text.push_str(&format!(", restarted {}×", m.restarts));
+        }
+    }
+    text
+}
