@@ -110,6 +110,8 @@ pub(crate) struct StatuslineArgs {
     /// Leave out agents that exited.
     #[arg(long)]
     no_exited: bool,
+    #[command(flatten)]
+    out: JsonFlag,
 }
 
 impl AgentsArgs {
@@ -150,7 +152,19 @@ pub(crate) async fn statusline(a: &StatuslineArgs) -> Outcome {
         // No daemon: no agents.
         Err(_) => Vec::new(),
     };
-    println!("{}", tally(&agents, &labels, a));
+    let line = tally(&agents, &labels, a);
+    if a.out.json {
+        let counts: serde_json::Map<String, serde_json::Value> = portal_proto::names::AGENT_STATES
+            .into_iter()
+            .map(|s| {
+                let n = agents.iter().filter(|x| x.state() == s).count();
+                (names::agent_state(s).to_owned(), json!(n))
+            })
+            .collect();
+        print_json(&json!({ "line": line, "counts": counts }));
+    } else {
+        println!("{line}");
+    }
     Ok(())
 }
 

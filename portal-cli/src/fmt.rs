@@ -152,6 +152,10 @@ pub(crate) fn process_json(p: &pb::Process) -> Value {
         "awaiting_secret": p.awaiting_secret,
         "input_state": names::input_state(p.input_state()),
         "input_source": names::input_source(p.input_source()),
+        "restart": p.restart.map(|r| json!({"max_restarts": r.max_restarts, "backoff_ms": r.backoff_ms})),
+        "restarts": p.restarts,
+        "restart_of": (p.restart_of > 0).then_some(p.restart_of),
+        "replaced_by": (p.replaced_by > 0).then_some(p.replaced_by),
         "streams": streams,
     })
 }

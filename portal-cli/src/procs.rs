@@ -484,6 +484,21 @@ pub(crate) async fn inspect(client: &Client, proc: &str, out: JsonFlag) -> Outco
         println!("  timeout  {}", fmt::short_duration(p.timeout_ms));
     }
     println!("  idle     {}", fmt::short_duration(p.idle_ms));
+    if let Some(r) = p.restart {
+        println!(
+            "  restart  on failure, at most {} times ({} so far{})",
+            r.max_restarts,
+            p.restarts,
+            if p.restart_of > 0 {
+                format!("; this run restarted {}", p.restart_of)
+            } else {
+                String::new()
+            }
+        );
+    }
+    if p.replaced_by > 0 {
+        println!("  replaced by {} (it has the name now)", p.replaced_by);
+    }
     for s in &p.streams {
         let name = match s.stream() {
             pb::Stream::Stdin => "stdin",

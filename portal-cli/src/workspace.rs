@@ -58,7 +58,9 @@ pub(crate) async fn up(client: &Client, a: WorkspaceArgs) -> Outcome {
                     eprintln!("  {line}");
                 }
             }
-            eprintln!("the members before it keep running; `portal-cli down` stops them");
+            eprintln!(
+                "the members before it keep running, and so does it if it runs: fix it and run `portal-cli up` again (it keeps what runs), or `portal-cli down`"
+            );
             Err(Failure::Silent)
         }
         Err(UpError::Rpc(s)) => Err(s.into()),
@@ -91,10 +93,12 @@ pub(crate) fn state_json(m: &MemberState) -> serde_json::Value {
         "id": p.map(|p| p.id),
         "status": p.map_or("not_started", |p| names::status(p.status())),
         "exit_code": p.and_then(|p| p.exit_code),
+        "exit_signal": p.and_then(|p| p.exit_signal),
         "input_state": p.map(|p| names::input_state(p.input_state())),
         "agent_state": m.agent.as_ref().map(|a| names::agent_state(a.state())),
         "agent_reason": m.agent.as_ref().map(|a| a.reason.clone()).filter(|r| !r.is_empty()),
         "restarts": p.map_or(0, |p| p.restarts),
+        "restart_in_ms": p.map(|p| p.restart_in_ms).filter(|ms| *ms > 0),
     })
 }
 
@@ -108,23 +112,32 @@ fn print_states(ws: &Workspace, states: &[MemberState], out: JsonFlag) {
     }
     let width = states.iter().map(|m| m.name.chars().count()).max().unwrap_or(6).max(6);
     println!(
-        "{:<width$}  {:>5}  {:<9}  {:<15}  {:<8}  AGENT",
+        "{:<width$}  {:>5}  {:<11}  {:<15}  {:<8}  AGENT",
         "MEMBER", "ID", "STATUS", "INPUT", "RESTARTS"
     );
     for m in states {
         let (id, status, input, restarts) = match &m.process {
             Some(p) => (
                 p.id.to_string(),
-                match (p.status(), p.exit_code) {
-                    (pb::Status::Exited, Some(c)) => format!("exit {c}"),
-                    (s, _) => names::status(s).to_owned(),
+                match (p.status(), p.exit_code, p.exit_signal) {
+                    (pb::Status::Exited, Some(c), _) => format!("exit {c}"),
+                    (pb::Status::Exited, None, Some(s)) => format!("sig {s}"),
+                    (s, _, _) => names::status(s).to_owned(),
                 },
                 if p.status() == pb::Status::Running {
                     names::input_state(p.input_state())
                 } else {
                     "-"
                 },
-                p.restarts.to_string(),
+                if p.restart_in_ms > 0 {
+                    format!(
+                        "{} (next in {})",
+                        p.restarts,
+                        crate::fmt::short_duration(p.restart_in_ms)
+                    )
+                } else {
+                    p.restarts.to_string()
+                },
             ),
             None => ("-".into(), "not started".into(), "-", "-".into()),
         };
@@ -136,6 +149,6 @@ fn print_states(ws: &Workspace, states: &[MemberState], out: JsonFlag) {
                 format!("{} {state} ({})", a.name, a.reason)
             }
         });
-        println!("{:<width$}  {id:>5}  {status:<9}  {input:<15}  {restarts:<8}  {agent}", m.name);
+        println!("{:<width$}  {id:>5}  {status:<11}  {input:<15}  {restarts:<8}  {agent}", m.name);
     }
 }

@@ -53,7 +53,7 @@ fn workspace_file(port: u16) -> String {
 [[workspace.dev.member]]
 name = "fixer"
 command = "sh"
-args = ["-c", "printf '\\033]3008;portal=1;state=awaiting_input;name=claude\\033\\\\'; read line; echo \"got: $line\"; printf '\\033]3008;portal=1;state=done;name=claude\\033\\\\'; read x"]
+args = ["-c", "printf '\\033]3008;portal=1;state=awaiting_input;name=claude\\033\\\\'; read line; echo \"got: $line\"; printf '\\033]3008;portal=1;state=running;name=claude\\033\\\\'; sleep 600"]
 pty = true
 depends_on = ["client"]
 ready = "input"
@@ -107,7 +107,8 @@ async fn up_brings_a_fleet_up_in_order_once_and_down_stops_it() {
     let fixer = member(&first, "fixer")["id"].as_u64().unwrap();
     wait_for_text(&mut rpc, fixer, pb::Stream::Stdout, &format!("got: {PROMPT}")).await;
 
-    // A second `up` starts nothing and types nothing.
+    // A second `up` starts nothing and types nothing, and does not wait
+    // for the agent, busy with its prompt, to wait for input again.
     let again = cli(&s, dir.path(), &["up", "--json"]).await;
     let second = members(&ok(&again));
     assert!(!stderr(&again).contains("started"), "{}", stderr(&again));
@@ -136,7 +137,7 @@ async fn up_brings_a_fleet_up_in_order_once_and_down_stops_it() {
         serde_json::from_str(&ok(&cli(&s, dir.path(), &["agents", "--json"]).await)).unwrap();
     let line = ok(&cli(&s, dir.path(), &["agents", "statusline"]).await);
     assert_eq!(line.trim(), agents["summary"].as_str().unwrap());
-    assert!(line.contains("done:1") || line.contains("wait:1"), "{line}");
+    assert_eq!(line.trim(), "run:1", "the agent works on its prompt");
 
     // The server dies (not through Portal): its policy brings it back.
     let server = member(&second, "server");
@@ -203,5 +204,44 @@ async fn a_bad_file_names_its_line_and_a_member_that_fails_stops_up() {
     assert_eq!(member(&st, "b")["status"], "not_started");
     let missing = cli(&s, dir.path(), &["up", "--file", "nope.toml"]).await;
     assert!(stderr(&missing).contains("nope.toml: not found"), "{}", stderr(&missing));
+    d.stop().await;
+}
+
+#[tokio::test]
+async fn up_follows_a_restart_and_says_when_a_running_member_is_not_the_files() {
+    let d = TestDaemon::start().await;
+    let s = d.socket();
+    let dir = test_dir();
+    // Fails its first run, is ready on its second: `up` waits for the
+    // restart its policy makes instead of giving up.
+    std::fs::write(
+        dir.path().join("portal.toml"),
+        r#"[workspace.w]
+[[workspace.w.member]]
+name = "flaky"
+command = "sh"
+args = ["-c", "if [ -e ran-once ]; then echo ready; sleep 600; else touch ran-once; exit 1; fi"]
+ready = "ready"
+restart = "on-failure"
+[[workspace.w.member]]
+name = "other"
+command = "sleep"
+args = ["600"]
+"#,
+    )
+    .unwrap();
+    // Someone started `other` by hand with another command.
+    ok(&cli(&s, dir.path(), &["start", "--name", "other", "--", "sleep", "601"]).await);
+    let up = cli(&s, dir.path(), &["up", "--json"]).await;
+    let states = members(&ok(&up));
+    let steps = stderr(&up);
+    assert!(steps.contains("flaky: failed before it was ready"), "{steps}");
+    assert_eq!(member(&states, "flaky")["restarts"], 1, "{states:?}");
+    assert_eq!(member(&states, "flaky")["status"], "running");
+    assert!(
+        steps.contains("other: running already") && steps.contains("it runs `sleep 601`"),
+        "{steps}"
+    );
+    ok(&cli(&s, dir.path(), &["down"]).await);
     d.stop().await;
 }

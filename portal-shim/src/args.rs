@@ -25,7 +25,7 @@ pub(crate) struct StartArgs {
     /// Variables to add or override.
     #[serde(default)]
     pub(crate) env: Option<BTreeMap<String, String>>,
-    /// Kill the tree when no call names it for this many ms (0 = never).
+    /// Kill it when no call names it for this many ms.
     #[serde(default = "default_zero")]
     pub(crate) timeout_ms: u64,
     /// Run on a terminal: true for anything interactive (REPLs, ssh, psql,
@@ -200,7 +200,7 @@ pub(crate) struct ReadNewArgs {
     /// Your own cursor: read after it, the shared one untouched.
     #[serde(default)]
     pub(crate) cursor: Option<String>,
-    /// Page size (default 65536, at most 1048576; the newest is kept).
+    /// Page size (default 65536, at most 1048576; newest kept).
     #[serde(default)]
     pub(crate) max_bytes: Option<u64>,
 }
@@ -247,7 +247,7 @@ pub(crate) struct WorkspaceArgs {
     pub(crate) workspace: Option<String>,
     #[serde(default)]
     pub(crate) file: Option<String>,
-    /// Instead of a file: a [workspace.NAME] table as JSON.
+    /// Instead of a file: {"member": [{name, command, args, pty, ready, depends_on, prompt}]}.
     #[serde(default)]
     #[schemars(schema_with = "any_object")]
     pub(crate) spec: Option<serde_json::Map<String, serde_json::Value>>,
@@ -339,7 +339,7 @@ pub(crate) struct Until {
     /// Default 30000; above ~50000 is lowered.
     #[serde(default)]
     pub(crate) timeout_ms: Option<u64>,
-    /// End after this many bytes; also caps the output (default 131072).
+    /// End after this many bytes (default 131072).
     #[serde(default)]
     pub(crate) max_bytes: Option<u64>,
     /// Include the rendered screen.

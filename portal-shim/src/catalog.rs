@@ -86,7 +86,7 @@ macro_rules! tool_rows {
             ProcessWrite = "process_write", Process, OpenWorld, write(WriteArgs) -> Written,
                 "Write text verbatim to the program's input, no newline added. Prefer process_run to type a command and get its result.";
             ProcessSignal = "process_signal", Process, Destructive, signal(SignalArgs) -> Signalled,
-                "Signal the program's process group, exactly as asked. Writing \"\\u0003\" interrupts most PTY programs.";
+                "Signal the program's process group. Writing \"\\u0003\" interrupts most PTY programs.";
             ProcessList = "process_list", Process, ReadOnly, list(NoArgs) -> Listed,
                 "Every process, running and ended, with status and input_state (running, awaiting_input, awaiting_secret, idle, exited).";
             ProcessInspect = "process_inspect", Process, ReadOnly, inspect(IdArgs) -> Inspected,
@@ -106,7 +106,7 @@ macro_rules! tool_rows {
             ProcessRun = "process_run", Waits, OpenWorld, run(RunArgs) -> Waited,
                 "Type `input` and Enter, then wait as process_wait (same options) until the program asks for input again (`prompt`; awaiting_secret: a password) or exits, never early; output without echo or prompt. Portal's bash: command_exit_code. TUIs: their screen.";
             ProcessSendKeys = "process_send_keys", Process, OpenWorld, send_keys(SendKeysArgs) -> KeysSent,
-                "Press keys and type text in order, paced, like tmux send-keys: [\"Escape\", \":q!\", \"Enter\"], [\"C-c\"]. Keys: Enter Tab Escape Backspace Up Down Left Right Home End PageUp PageDown F1-F12 C-c M-x; other strings are typed as text ({\"text\": \"Enter\"} types the word).";
+                "Press keys and type text in order, paced, like tmux send-keys: [\"Escape\", \":q!\", \"Enter\"]. Keys: Enter Tab Escape Backspace Up Down Left Right Home End PageUp PageDown F1-F12 C-c M-x; other strings are typed as text ({\"text\": \"Enter\"} types the word).";
             AgentList = "agent_list", Agents, ReadOnly, agent_list(AgentListArgs) -> AgentsListed,
                 "Coding agents (Claude Code, Codex...) in Portal's terminals, most urgent first: state, reason, source (hooks are exact), any dialog.";
             AgentWatch = "agent_watch", Agents, ReadOnly, agent_watch(AgentWatchArgs) -> AgentsWatched,
@@ -116,7 +116,7 @@ macro_rules! tool_rows {
             AgentSend = "agent_send", Agents, OpenWorld, agent_send(AgentSendArgs) -> AgentOutcomes,
                 "Type a prompt into agents once each is ready, then Enter; never into a dialog (answer it with process_send_keys). With `key` a retry never types twice.";
             WorkspaceUp = "workspace_up", Agents, OpenWorld, workspace_up(WorkspaceArgs) -> WorkspaceReport,
-                "Start what is not running of a workspace (portal.toml), in depends_on order, each once ready; agents get their prompt once.";
+                "Start what is not running of a workspace (portal.toml or spec), in depends_on order, each once ready (ready: a text, \"input\" or \"exit\"); agents get their prompt once.";
             WorkspaceStatus = "workspace_status", Agents, ReadOnly, workspace_status(WorkspaceRef) -> WorkspaceReport,
                 "Each member's id and states (as workspace_up).";
             WorkspaceDown = "workspace_down", Agents, Destructive, workspace_down(WorkspaceRef) -> WorkspaceReport,

@@ -423,14 +423,24 @@ impl Daemon {
                     }
                     Restart::Yes => {}
                 }
+                if current.shared.no_restart.load(std::sync::atomic::Ordering::Acquire) {
+                    return;
+                }
                 let wait = policy.backoff(run.restarts);
+                let due = sys::monotonic_ns()
+                    .saturating_add(i64::try_from(wait.as_nanos()).unwrap_or(i64::MAX));
+                current.shared.restart_due_ns.store(due, std::sync::atomic::Ordering::Release);
+                current.shared.changes.changed();
                 tokio::select! {
                     () = tokio::time::sleep(wait) => {}
                     () = this.shutdown.cancelled() => return,
                 }
+                current.shared.restart_due_ns.store(0, std::sync::atomic::Ordering::Release);
                 // Someone took the name over meanwhile (an `up`, a start):
-                // theirs wins.
-                if current.shared.replaced_by.load(std::sync::atomic::Ordering::Acquire) != 0 {
+                // theirs wins; or a kill (`down`) cancelled the restart.
+                if current.shared.replaced_by.load(std::sync::atomic::Ordering::Acquire) != 0
+                    || current.shared.no_restart.load(std::sync::atomic::Ordering::Acquire)
+                {
                     return;
                 }
                 let next = Run { restarts: run.restarts + 1, restart_of: Some(current.id().0) };
@@ -599,6 +609,16 @@ impl Daemon {
         target: &ProcTarget,
     ) -> Result<ProcHandle, DaemonError> {
         let handle = self.get(target)?;
+        // A failed run waiting for its restart: the kill is of the restart.
+        if !handle.status().is_running()
+            && handle.facts.spec.restart.is_some()
+            && handle.shared.replaced_by.load(std::sync::atomic::Ordering::Acquire) == 0
+        {
+            handle.shared.no_restart.store(true, std::sync::atomic::Ordering::Release);
+            handle.shared.restart_due_ns.store(0, std::sync::atomic::Ordering::Release);
+            handle.shared.changes.changed();
+            return Ok(handle);
+        }
         let h = handle.clone();
         self.detached("killing the process", async move { h.kill(EndReason::Killed).await })
             .await?;

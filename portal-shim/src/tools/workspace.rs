@@ -30,8 +30,19 @@ impl Shim {
             let mut file = toml::Table::new();
             file.insert("workspace".into(), toml::Value::Table(ws));
             let text = toml::to_string(&file).map_err(|e| format!("Error: spec: {e}"))?;
-            return workspace::parse(&text, "spec", dir, Some(&name))
-                .map_err(|e| format!("Error: {e}"));
+            // Its lines are the shim's TOML, not the caller's: an error
+            // names the key on its line instead.
+            return workspace::parse(&text, "spec", dir, Some(&name)).map_err(|e| {
+                let key = e
+                    .line
+                    .and_then(|l| text.lines().nth(l.saturating_sub(1)))
+                    .and_then(|l| l.split_once('='))
+                    .map(|(k, _)| k.trim().to_owned());
+                match key {
+                    Some(k) => format!("Error: spec: `{k}`: {}", e.message),
+                    None => format!("Error: spec: {}", e.message),
+                }
+            });
         }
         let file = dir.join(a.file.as_deref().unwrap_or(workspace::file::DEFAULT_FILE));
         workspace::load(&file, a.workspace.as_deref()).map_err(|e| format!("Error: {e}"))

@@ -605,6 +605,12 @@ pub(crate) fn process_pb(h: &ProcHandle, fresh: Option<InputReport>) -> pb::Proc
         restarts: f.run.restarts,
         restart_of: f.run.restart_of.unwrap_or(0),
         replaced_by: h.shared.replaced_by.load(Ordering::Acquire),
+        restart_in_ms: match h.shared.restart_due_ns.load(Ordering::Acquire) {
+            0 => 0,
+            due => {
+                u64::try_from((due - crate::sys::monotonic_ns()) / 1_000_000).unwrap_or(0).max(1)
+            }
+        },
     }
 }
 

@@ -327,6 +327,10 @@ pub(crate) struct Shared {
     pub(crate) changes: crate::marks::ChangeMark,
     /// The process that took its name over after it ended (0 = none).
     pub(crate) replaced_by: AtomicU64,
+    /// A kill came while it waited for its restart: there is none.
+    pub(crate) no_restart: AtomicBool,
+    /// Monotonic ns at which its restart is due (0 = none pending).
+    pub(crate) restart_due_ns: AtomicI64,
 }
 
 impl crate::store::HistoryStarts for Shared {

@@ -167,7 +167,7 @@ pub fn load(path: &Path, name: Option<&str>) -> Result<Workspace, WorkspaceError
         file: label.clone(),
         line: None,
         message: if e.kind() == std::io::ErrorKind::NotFound {
-            format!("not found; write a {DEFAULT_FILE} here or pass --file (see the README's Workspaces section)")
+            "not found: write one (README, \"Workspaces\"), or name another file".to_owned()
         } else {
             format!("cannot read it: {e}")
         },
@@ -211,7 +211,7 @@ pub fn parse(
         None => match raw.workspace.len() {
             1 => raw.workspace.iter().next().ok_or_else(|| at(None, "no workspace".into()))?,
             0 => return Err(at(None, "defines no workspace: add a [workspace.NAME] table with [[workspace.NAME.member]] entries".into())),
-            _ => return Err(at(None, format!("defines several workspaces ({}): name one", list(&known)))),
+            _ => return Err(at(None, format!("defines several workspaces ({}): say which one", list(&known)))),
         },
     };
     let ws_name = ws_name.get_ref().clone();
@@ -297,6 +297,20 @@ pub fn parse(
                 ));
             }
         };
+        if raw.size.is_some() && !raw.pty {
+            return Err(bad(raw.size.as_ref().map(Spanned::span), "size needs pty = true".into()));
+        }
+        if raw.prompt.is_some() {
+            if !raw.pty {
+                return Err(bad(
+                    None,
+                    "a prompt is typed into an agent's terminal: it needs pty = true".into(),
+                ));
+            }
+            if ready == Ready::Exit {
+                return Err(bad(None, "a prompt is typed once the member is ready, and with ready = \"exit\" it never would be: use \"input\"".into()));
+            }
+        }
         let cwd = raw.cwd.as_ref().map_or_else(|| dir.to_path_buf(), |c| dir.join(c));
         members.push(Member {
             name: raw.name.clone(),
@@ -426,6 +440,7 @@ args = ["run", "dev"]
 ready = "listening on"
 restart = "on-failure"
 cwd = "api"
+pty = true
 size = "40x120"
 ready_timeout = "2m"
 "#,
@@ -466,6 +481,14 @@ ready_timeout = "2m"
             (
                 "[workspace.a]\n[[workspace.a.member]]\nname = \"x\"\n",
                 "portal.toml line 2: missing field `command`",
+            ),
+            (
+                "[workspace.a]\n[[workspace.a.member]]\nname = \"x\"\ncommand = \"sh\"\nsize = \"10x20\"\n",
+                "portal.toml line 5: workspace a: member \"x\": size needs pty = true",
+            ),
+            (
+                "[workspace.a]\n[[workspace.a.member]]\nname = \"x\"\ncommand = \"sh\"\nprompt = \"hi\"\n",
+                "portal.toml line 2: workspace a: member \"x\": a prompt is typed into an agent's terminal: it needs pty = true",
             ),
             (
                 "[workspace.a]\n[[workspace.b.member]]\nname = 1\n",

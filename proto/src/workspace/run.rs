@@ -28,11 +28,23 @@ const LAST_OUTPUT_BYTES: u64 = 2048;
 /// What `up` or `down` did, as it happens.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Step {
-    /// Running already: kept.
+    /// Running already (or a one-shot done): kept.
     Kept {
         /// Member.
         member: String,
         /// Its process.
+        id: u64,
+        /// How it is: "running", "done (exit 0)".
+        how: String,
+        /// The running program is not the file's (another command, args or
+        /// directory): what it runs.
+        differs: Option<String>,
+    },
+    /// It failed before it was ready; portald restarts it (its policy).
+    Restarting {
+        /// Member.
+        member: String,
+        /// The failed run.
         id: u64,
     },
     /// Started.
@@ -73,7 +85,16 @@ pub enum Step {
 impl std::fmt::Display for Step {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Step::Kept { member, id } => write!(f, "{member}: running already ({id}), kept"),
+            Step::Kept { member, id, how, differs: None } => {
+                write!(f, "{member}: {how} ({id}), kept")
+            }
+            Step::Kept { member, id, how, differs: Some(runs) } => write!(
+                f,
+                "{member}: {how} ({id}), kept, but it is not what the file says: it runs {runs} (down, then up, starts the file's)"
+            ),
+            Step::Restarting { member, id } => {
+                write!(f, "{member}: failed before it was ready ({id}); waiting for its restart")
+            }
             Step::Started { member, id } => write!(f, "{member}: started ({id})"),
             Step::Waiting { member, what } => write!(f, "{member}: waiting for {what}"),
             Step::Ready { member, after_ms } => write!(f, "{member}: ready after {after_ms} ms"),
@@ -160,9 +181,20 @@ pub async fn up(
                     && p.status() == pb::Status::Exited
                     && p.exit_code == Some(0))
         });
+        let fresh = kept.is_none();
         let process = match kept {
             Some(p) => {
-                progress(&Step::Kept { member: m.name.clone(), id: p.id });
+                let how = if p.status() == pb::Status::Running {
+                    "running already"
+                } else {
+                    "done (exit 0)"
+                };
+                progress(&Step::Kept {
+                    member: m.name.clone(),
+                    id: p.id,
+                    how: how.into(),
+                    differs: differs(m, &p),
+                });
                 p
             }
             None => {
@@ -177,7 +209,13 @@ pub async fn up(
                 p
             }
         };
-        ready(rpc, m, &process, &mut progress).await?;
+        // A kept member that waits for input was ready when it was started;
+        // an agent busy with its prompt now does not wait for input.
+        let process = if fresh || m.ready != Ready::Input {
+            ready(rpc, m, process, &mut progress).await?
+        } else {
+            process
+        };
         if let Some(prompt) = &m.prompt {
             prompt_once(rpc, ws, m, process.id, prompt, &mut progress).await?;
         }
@@ -211,12 +249,11 @@ fn start_request(m: &Member) -> pb::StartRequest {
 async fn ready(
     rpc: &mut Rpc,
     m: &Member,
-    process: &pb::Process,
+    mut process: pb::Process,
     progress: &mut impl FnMut(&Step),
-) -> Result<(), UpError> {
-    let id = process.id;
+) -> Result<pb::Process, UpError> {
     let (what, until) = match &m.ready {
-        Ready::Started => return Ok(()),
+        Ready::Started => return Ok(process),
         Ready::Text(t) => (
             format!("{t:?} in its output"),
             pb::WaitCondition { needle: t.clone(), input: Some(false), ..Default::default() },
@@ -232,20 +269,16 @@ async fn ready(
     };
     progress(&Step::Waiting { member: m.name.clone(), what: what.clone() });
     let began = Instant::now();
-    // From the start of its output: a line printed before this wait (or
-    // before an earlier `up`) counts.
-    let offsets = process
-        .streams
-        .iter()
-        .filter(|s| s.stream() != pb::Stream::Stdin)
-        .map(|s| pb::StreamOffset { stream: s.stream, offset: s.start_offset })
-        .collect();
-    let mut from = Some(pb::Cursor { offsets });
-    let fail = |why: String| (m.name.clone(), id, why);
+    let mut from = Some(history_start(&process));
+    let mut id = process.id;
     let outcome = loop {
+        let fail = |why: String| (m.name.clone(), id, why);
         let left = m.ready_timeout.saturating_sub(began.elapsed());
         if left.is_zero() {
-            break Err(fail(format!("not ready after {} s: no {what}", m.ready_timeout.as_secs())));
+            break Err(fail(format!(
+                "not ready after {} s: still waiting for {what}",
+                m.ready_timeout.as_secs()
+            )));
         }
         let until = pb::WaitCondition { timeout_ms: ms(left).max(1), ..until.clone() };
         let w = rpc
@@ -264,6 +297,14 @@ async fn ready(
             }
             (pb::WaitReason::Exited, Ready::Exit) if w.exit_code == Some(0) => break Ok(()),
             (pb::WaitReason::Exited, _) => {
+                // Its policy restarts it: follow the new run.
+                if let Some(next) = restarted(rpc, m, id, began).await? {
+                    progress(&Step::Restarting { member: m.name.clone(), id });
+                    from = Some(history_start(&next));
+                    id = next.id;
+                    process = next;
+                    continue;
+                }
                 let how = match (w.exit_code, w.exit_signal) {
                     (Some(c), _) => format!("exit status {c}"),
                     (None, Some(s)) => format!("signal {s}"),
@@ -279,13 +320,75 @@ async fn ready(
     match outcome {
         Ok(()) => {
             progress(&Step::Ready { member: m.name.clone(), after_ms: ms(began.elapsed()) });
-            Ok(())
+            Ok(process)
         }
         Err((member, id, why)) => {
             let last_output = last_output(rpc, id).await;
             Err(UpError::Member { member, id: Some(id), why, last_output })
         }
     }
+}
+
+/// A cursor at the start of a process's output history: a line printed
+/// before a wait (or before an earlier `up`) counts.
+fn history_start(p: &pb::Process) -> pb::Cursor {
+    let offsets = p
+        .streams
+        .iter()
+        .filter(|s| s.stream() != pb::Stream::Stdin)
+        .map(|s| pb::StreamOffset { stream: s.stream, offset: s.start_offset })
+        .collect();
+    pb::Cursor { offsets }
+}
+
+/// How often `up` looks for the restart of a member that failed before it
+/// was ready (portald waits a second or more before restarting).
+const RESTART_POLL: Duration = Duration::from_millis(200);
+
+/// The run portald started after run `id` of a member with a restart
+/// policy failed, once it is there (within the member's ready timeout);
+/// `None` when no restart is coming.
+async fn restarted(
+    rpc: &mut Rpc,
+    m: &Member,
+    id: u64,
+    began: Instant,
+) -> Result<Option<pb::Process>, tonic::Status> {
+    let Restart::OnFailure { .. } = m.restart else { return Ok(None) };
+    loop {
+        let failed = rpc.inspect(pb::InspectRequest { proc: by_id(id) }).await?.into_inner();
+        if failed.replaced_by != 0 {
+            let next = rpc.inspect(pb::InspectRequest { proc: by_id(failed.replaced_by) }).await?;
+            return Ok(Some(next.into_inner()));
+        }
+        let limit = failed.restart.map_or(0, |r| r.max_restarts);
+        // Its last restart failed too, it was killed, or time is up.
+        let succeeded = failed.exit_code == Some(0) && failed.exit_signal.is_none();
+        if failed.restarts >= limit
+            || succeeded
+            || failed.status() != pb::Status::Exited
+            || began.elapsed() >= m.ready_timeout
+        {
+            return Ok(None);
+        }
+        tokio::time::sleep(RESTART_POLL).await;
+    }
+}
+
+/// What the running process `p` runs, when that is not what member `m`
+/// says (another command, arguments or directory).
+fn differs(m: &Member, p: &pb::Process) -> Option<String> {
+    let same = p.command == m.command
+        && p.args == m.args
+        && (p.cwd.is_empty() || std::path::Path::new(&p.cwd) == m.cwd);
+    (!same).then(|| {
+        let mut line = p.command.clone();
+        for a in &p.args {
+            line.push(' ');
+            line.push_str(a);
+        }
+        format!("`{line}` in {}", p.cwd)
+    })
 }
 
 /// The end of a process's output, as text.
@@ -353,11 +456,14 @@ pub async fn down(
     mut progress: impl FnMut(&Step),
 ) -> Result<Vec<MemberState>, tonic::Status> {
     for m in ws.members.iter().rev() {
-        if let Some(p) = find(rpc, &m.name).await?
-            && p.status() == pb::Status::Running
-        {
+        let Some(p) = find(rpc, &m.name).await? else { continue };
+        if p.status() == pb::Status::Running {
             rpc.kill(pb::KillRequest { proc: by_id(p.id) }).await?;
             progress(&Step::Stopped { member: m.name.clone(), id: p.id });
+        } else if p.restart.is_some() {
+            // A failed run may be waiting for its restart: the kill
+            // cancels it.
+            rpc.kill(pb::KillRequest { proc: by_id(p.id) }).await?;
         }
     }
     status(rpc, ws).await

@@ -152,3 +152,30 @@ async fn forgetting_a_replaced_run_leaves_the_name_to_the_new_one() {
     assert_eq!(inspect_name(&mut rpc, "web").await.id, new.id);
     d.stop().await;
 }
+
+#[tokio::test]
+async fn a_kill_of_a_run_waiting_for_its_restart_cancels_the_restart() {
+    let d = portal_tests::TestDaemon::start().await;
+    let mut rpc = d.rpc();
+    let req = pb::StartRequest {
+        command: "sh".into(),
+        args: vec!["-c".into(), "exit 3".into()],
+        name: "later".into(),
+        restart: Some(pb::RestartPolicy { on_failure: true, max_restarts: 3, backoff_ms: 30_000 }),
+        ..Default::default()
+    };
+    let first = rpc.start(req).await.unwrap().into_inner();
+    let pending = wait_until("the restart to be pending", async || {
+        let p = inspect_name(&mut rpc, "later").await;
+        (p.restart_in_ms > 0).then_some(p)
+    })
+    .await;
+    assert_eq!(pending.id, first.id);
+    assert!(pending.restart_in_ms <= 30_000, "{pending:?}");
+    // `down` kills each member; for this one that cancels the restart.
+    let killed = rpc.kill(pb::KillRequest { proc: by_name("later") }).await.unwrap().into_inner();
+    assert_eq!((killed.id, killed.restart_in_ms), (first.id, 0));
+    let after = inspect_name(&mut rpc, "later").await;
+    assert_eq!((after.id, after.restart_in_ms, after.status()), (first.id, 0, pb::Status::Exited));
+    d.stop().await;
+}
