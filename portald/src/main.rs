@@ -150,7 +150,10 @@ fn main() -> ExitCode {
     let socket = args.socket.clone().unwrap_or_else(paths::socket_path);
     let data_dir = args.data_dir.clone().unwrap_or_else(paths::data_dir);
     if args.detach {
-        // Failing means we already lead a session; that is detached enough.
+        // Fails when we lead a process group, as portal-proto's launcher
+        // makes us (so a Ctrl-C in the client's terminal never reaches us):
+        // we then stay in that session, but in a group of our own with no
+        // terminal, which the terminal's hangup does not reach either.
         let _ = portald::detach();
         let _ = std::env::set_current_dir("/");
     }
