@@ -2,6 +2,11 @@
 //! real `portald`; the tests read what it drew with `capture-pane`, press
 //! keys with `send-keys`, and check the effect on the programs through the
 //! daemon.
+//!
+//! To know when to look again, a second portald (the observer, so that the
+//! dashboard never lists it) runs a tmux client attached to the session on
+//! a PTY of the same size: every redraw reaches that client, and a wait on
+//! its output wakes the test.
 #![allow(clippy::unwrap_used, reason = "a test fails loudly on the first unexpected error")]
 
 use std::path::{Path, PathBuf};
@@ -12,15 +17,18 @@ use portal_tests::*;
 const CLI: &str = env!("CARGO_BIN_EXE_portal-cli");
 
 /// A tmux server of the test's own (its socket in the test's directory),
-/// killed when dropped.
+/// killed when dropped, and the observer attached to its session.
 struct Tmux {
     socket: PathBuf,
+    observer: TestDaemon,
+    /// The attached client's process in the observer.
+    client: u64,
 }
 
 impl Tmux {
     /// A detached session of `cols`×`rows` running the dashboard against
     /// the daemon at `portal`.
-    fn dash(dir: &Path, portal: &Path, cols: u16, rows: u16) -> Self {
+    async fn dash(dir: &Path, portal: &Path, cols: u16, rows: u16) -> Self {
         Self::run(
             dir,
             cols,
@@ -28,16 +36,16 @@ impl Tmux {
             &format!("env PORTAL_SOCKET='{}' PORTAL_NO_AUTOSTART=1", portal.display()),
             "dash",
         )
+        .await
     }
 
     /// A detached session running `env ENV… portal-cli ARGS` after a line
     /// the shell printed.
-    fn run(dir: &Path, cols: u16, rows: u16, env: &str, args: &str) -> Self {
-        let tmux = Self { socket: dir.join("tmux.sock") };
+    async fn run(dir: &Path, cols: u16, rows: u16, env: &str, args: &str) -> Self {
+        let socket = dir.join("tmux.sock");
         let command =
             format!("echo BEFORE-DASH; {env} TERM=xterm-256color '{CLI}' {args}; sleep 600");
-        let status = tmux
-            .cmd()
+        let status = tmux_cmd(&socket)
             .args([
                 "new-session",
                 "-d",
@@ -52,13 +60,22 @@ impl Tmux {
             .status()
             .expect("tmux runs (apt-get install tmux)");
         assert!(status.success(), "tmux new-session: {status}");
-        tmux
+        let observer = TestDaemon::start().await;
+        let tmux_socket = socket.display().to_string();
+        let client = start_pty(
+            &mut observer.rpc(),
+            "tmux",
+            &["-S", &tmux_socket, "attach", "-t", "dash"],
+            u32::from(rows),
+            u32::from(cols),
+        )
+        .await
+        .id;
+        Self { socket, observer, client }
     }
 
     fn cmd(&self) -> std::process::Command {
-        let mut c = std::process::Command::new("tmux");
-        c.arg("-S").arg(&self.socket).env_remove("TMUX");
-        c
+        tmux_cmd(&self.socket)
     }
 
     /// What the terminal shows now.
@@ -88,18 +105,42 @@ impl Tmux {
         assert!(status.success());
     }
 
-    /// Waits until the screen satisfies `check` (a terminal has no event
-    /// to wait on), and returns it.
+    /// Waits until the screen satisfies `check`, and returns it: looks,
+    /// and when it is not there yet, waits until the attached client shows
+    /// something new (the dashboard redraws at least once a second).
     async fn until(&self, what: &str, check: impl Fn(&str) -> bool) -> String {
         let last = std::cell::RefCell::new(String::new());
+        let mut rpc = self.observer.rpc();
         let found = tokio::time::timeout(timeout(), async {
             loop {
+                // Where the client's output ends before the look: what it
+                // draws after the look is beyond it.
+                let seen = rpc.inspect(pb::InspectRequest { proc: by_id(self.client) });
+                let seen = seen.await.unwrap().into_inner();
+                let offsets = seen
+                    .streams
+                    .iter()
+                    .map(|s| pb::StreamOffset { stream: s.stream, offset: s.end_offset })
+                    .collect();
                 let screen = self.capture();
                 if check(&screen) {
                     return screen;
                 }
                 *last.borrow_mut() = screen;
-                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                let until = pb::WaitCondition {
+                    max_bytes: 1,
+                    input: Some(false),
+                    timeout_ms: u64::try_from(timeout().as_millis()).unwrap_or(u64::MAX),
+                    ..Default::default()
+                };
+                let from = Some(pb::Cursor { offsets });
+                let req = pb::WaitRequest {
+                    proc: by_id(self.client),
+                    from,
+                    until: Some(until),
+                    ..Default::default()
+                };
+                rpc.wait(req).await.unwrap();
             }
         })
         .await;
@@ -107,6 +148,12 @@ impl Tmux {
             panic!("timed out waiting for {what}; the screen:\n{}", last.borrow())
         })
     }
+}
+
+fn tmux_cmd(socket: &Path) -> std::process::Command {
+    let mut c = std::process::Command::new("tmux");
+    c.arg("-S").arg(socket).env_remove("TMUX");
+    c
 }
 
 impl Drop for Tmux {
@@ -183,7 +230,7 @@ async fn the_dashboard_lists_previews_filters_types_attaches_and_kills() {
     let done = agent(&mut rpc, "reviewer", "done", "done").await;
     let asks = agent(&mut rpc, "coder", "running", "awaiting_input").await;
     let py = python(&mut rpc).await;
-    let tmux = Tmux::dash(dir.path(), &d.socket(), 120, 32);
+    let tmux = Tmux::dash(dir.path(), &d.socket(), 120, 32).await;
 
     // The list, most urgent first, and the first row's preview.
     let screen = tmux
@@ -288,7 +335,7 @@ async fn a_small_terminal_shows_the_list_over_the_preview_and_the_keys() {
     let dir = test_dir();
     let mut rpc = d.rpc();
     let py = python(&mut rpc).await;
-    let tmux = Tmux::dash(dir.path(), &d.socket(), 80, 24);
+    let tmux = Tmux::dash(dir.path(), &d.socket(), 80, 24).await;
     let screen = tmux
         .until("the row and the REPL's screen under it", |s| {
             list_rows(s).len() == 1
@@ -353,7 +400,8 @@ async fn the_dashboard_shows_another_hosts_programs_over_ssh() {
             sshd.box_only.display()
         ),
         "--host box dash",
-    );
+    )
+    .await;
     tmux.until("the remote program and its screen", |s| {
         s.contains("Portal  box")
             && list_rows(s).iter().any(|r| r.contains("far"))

@@ -48,6 +48,9 @@ impl Shim {
         workspace::load(&file, a.workspace.as_deref()).map_err(|e| format!("Error: {e}"))
     }
 
+    /// A connection for a run of several calls. Taken through one cheap
+    /// call, so that a connection to a daemon that has gone away since (an
+    /// upgrade, a restart) is made again here, not found broken half way.
     async fn client(
         &self,
     ) -> Result<pb::portal_client::PortalClient<tonic::transport::Channel>, String> {
@@ -94,10 +97,7 @@ impl Shim {
         match result {
             Ok(states) => {
                 let report = report(&ws, &states);
-                let mut text = steps.join("\n");
-                text.push('\n');
-                text.push_str(&members_text(&report));
-                Ok((text, report))
+                Ok((told(&steps, &report), report))
             }
             Err(UpError::Member { member, id, why, last_output }) => {
                 let at = id.map(|id| format!(" (process {id})")).unwrap_or_default();
@@ -110,7 +110,7 @@ impl Shim {
                         text.push('\n');
                     }
                 }
-                text.push_str("\nThe members before it keep running; fix it, then call workspace_up again (it keeps what runs).");
+                text.push_str("\nThe members before it keep running, and so does it if it runs: fix it, then call workspace_up again (it keeps what runs).");
                 Err(text)
             }
             Err(UpError::Rpc(s)) => Err(format!("Error: {}", s.message())),
@@ -143,13 +143,18 @@ impl Shim {
             .await
             .map_err(|s| format!("Error: {}", s.message()))?;
         let report = report(&ws, &states);
-        let mut text = steps.join("\n");
-        if !text.is_empty() {
-            text.push('\n');
-        }
-        text.push_str(&members_text(&report));
-        Ok((text, report))
+        Ok((told(&steps, &report), report))
     }
+}
+
+/// A result's text: the steps taken, then the members.
+fn told(steps: &[String], report: &WorkspaceReport) -> String {
+    let mut text = steps.join("\n");
+    if !text.is_empty() {
+        text.push('\n');
+    }
+    text.push_str(&members_text(report));
+    text
 }
 
 fn report(ws: &Workspace, states: &[MemberState]) -> WorkspaceReport {
