@@ -88,7 +88,7 @@ macro_rules! tool_rows {
             ProcessSignal = "process_signal", Process, Destructive, signal(SignalArgs) -> Signalled,
                 "Signal the program's process group. Writing \"\\u0003\" interrupts most PTY programs.";
             ProcessList = "process_list", Process, ReadOnly, list(NoArgs) -> Listed,
-                "Every process, running and ended, with status and input_state (running, awaiting_input, awaiting_secret, idle, exited).";
+                "Every process, running and ended, with status and input_state (running, awaiting_input, awaiting_secret, idle).";
             ProcessInspect = "process_inspect", Process, ReadOnly, inspect(IdArgs) -> Inspected,
                 "One process in full: command, args, cwd, env, status, input_state (asked of the kernel), exit, timeout, idle time, bytes.";
             ProcessKill = "process_kill", Process, Destructive, kill(IdArgs) -> Inspected,

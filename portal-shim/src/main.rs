@@ -5,6 +5,7 @@
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
 mod args;
+mod audience;
 mod catalog;
 mod errors;
 mod framing;
@@ -46,6 +47,12 @@ struct Cli {
     /// from the hosts file (~/.config/portal/hosts.toml), or ssh://[user@]host[:port]
     #[arg(long, env = portal_proto::hosts::ENV_HOST, value_name = "HOST")]
     host: Option<String>,
+    /// What each result's text block carries: auto (the output for clients
+    /// whose model may read the text; a one-line summary for Claude Code and
+    /// Codex, which hand their model only the structured content), full or
+    /// short
+    #[arg(long, env = audience::ENV_RESULT_TEXT, value_enum, default_value_t = audience::TextForm::Auto)]
+    result_text: audience::TextForm,
     /// Log filter for stderr (tracing EnvFilter syntax)
     #[arg(long, env = paths::ENV_LOG, default_value = "info")]
     log: String,
@@ -83,6 +90,7 @@ fn main() -> anyhow::Result<()> {
         opts.data_dir = cli.data_dir;
     }
     opts.autostart = !cli.no_autostart;
+    audience::choose(cli.result_text);
     let cwd = std::env::current_dir()
         .map(|p| p.to_string_lossy().into_owned())
         .unwrap_or_else(|_| "/".into());

@@ -9,7 +9,9 @@ use portal_proto::v1 as pb;
 use schemars::JsonSchema;
 use serde::Serialize;
 
-/// A managed process as agents see it.
+/// A managed process as agents see it. Fields at their default (false, 0,
+/// empty) are left out of the structured result: it is what Claude Code and
+/// Codex hand their model, and every character is paid on every turn.
 #[derive(Debug, Serialize, JsonSchema)]
 pub(crate) struct ProcessInfo {
     /// The host it runs on, when it is not this machine (or every host was
@@ -21,51 +23,96 @@ pub(crate) struct ProcessInfo {
     pub(crate) name: Option<String>,
     /// OS pid.
     pub(crate) pid: u32,
-    /// running, exited, killed, timed_out, stopped or lost.
+    /// running, exited, killed, timed_out, stopped or lost. Left out beside
+    /// a wait's outcome, which says it.
+    #[serde(skip_serializing_if = "String::is_empty")]
     pub(crate) status: String,
-    /// Started on a PTY.
+    /// Started on a PTY (absent: pipes).
+    #[serde(skip_serializing_if = "is_false")]
     pub(crate) pty: bool,
     /// Program.
     pub(crate) command: String,
     /// Arguments.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub(crate) args: Vec<String>,
-    /// Working directory.
+    /// Working directory (left out of lists: process_inspect says it).
+    #[serde(skip_serializing_if = "String::is_empty")]
     pub(crate) cwd: String,
     /// Environment overrides given at start.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub(crate) env: BTreeMap<String, String>,
     /// Exit code, once it exited normally.
     pub(crate) exit_code: Option<i32>,
     /// Signal number that ended it.
     pub(crate) exit_signal: Option<i32>,
-    /// Idle timeout (0 = none).
+    /// Idle timeout (absent: none).
+    #[serde(skip_serializing_if = "is_zero")]
     pub(crate) timeout_ms: u64,
     /// Milliseconds since a tool call last named it.
+    #[serde(skip_serializing_if = "is_zero")]
     pub(crate) inactive_ms: u64,
     /// Terminal rows (PTY).
     pub(crate) rows: Option<u32>,
     /// Terminal columns (PTY).
     pub(crate) cols: Option<u32>,
     /// Bytes of standard output (all terminal output for a PTY).
+    #[serde(skip_serializing_if = "is_zero")]
     pub(crate) stdout_bytes: u64,
     /// Bytes of standard error.
+    #[serde(skip_serializing_if = "is_zero")]
     pub(crate) stderr_bytes: u64,
     /// Bytes written to its input.
+    #[serde(skip_serializing_if = "is_zero")]
     pub(crate) stdin_bytes: u64,
-    /// Records in its log (chunks of input and output).
+    /// Records in its log (chunks of input and output): for the text only.
+    #[serde(skip)]
+    #[schemars(skip)]
     pub(crate) io_count: u64,
-    /// Start time, ms since the Unix epoch.
-    pub(crate) started_at_ms: i64,
     /// It waits for a password or passphrase (echo off). Do not type it:
     /// ask the person to run `portal-cli secret <id>`.
+    #[serde(skip_serializing_if = "is_false")]
     pub(crate) awaiting_secret: bool,
     /// running (working or printing), awaiting_input (blocked reading its
     /// input: type the next command), awaiting_secret, idle (quiet, not
-    /// reading input: a timer, the network), exited, or unknown.
+    /// reading input: a timer, the network), or unknown. Left out once it
+    /// ended (`status` says how) and beside a wait's outcome.
+    #[serde(skip_serializing_if = "String::is_empty")]
     pub(crate) input_state: String,
-    /// What decided input_state: kernel (exact) or heuristic (a guess).
+    /// What decided input_state when it was a guess (heuristic); absent
+    /// when the kernel said.
+    #[serde(skip_serializing_if = "is_kernel")]
     pub(crate) input_source: String,
     /// The next step, when the process needs one of a person.
     pub(crate) hint: Option<String>,
+}
+
+/// For `skip_serializing_if`: a flag at its default.
+fn is_false(b: &bool) -> bool {
+    !*b
+}
+
+/// For `skip_serializing_if`: the input state came from the kernel (the
+/// usual case, not worth a field).
+fn is_kernel(source: &str) -> bool {
+    source == names::input_source(pb::InputSource::Kernel)
+}
+
+impl ProcessInfo {
+    /// This process beside a wait's outcome: its status and input state are
+    /// the wait's, said once.
+    pub(crate) fn beside_wait(self) -> Self {
+        Self { status: String::new(), input_state: String::new(), ..self }
+    }
+
+    /// This process as a list shows it: without its working directory.
+    pub(crate) fn listed(self) -> Self {
+        Self { cwd: String::new(), ..self }
+    }
+
+    /// The input state for the text tables: an ended process's is "exited".
+    fn input_state_text(&self) -> &str {
+        if self.input_state.is_empty() { "exited" } else { &self.input_state }
+    }
 }
 
 impl From<&pb::Process> for ProcessInfo {
@@ -93,9 +140,12 @@ impl From<&pb::Process> for ProcessInfo {
             stderr_bytes: bytes(pb::Stream::Stderr),
             stdin_bytes: bytes(pb::Stream::Stdin),
             io_count: p.streams.iter().map(|s| s.chunks).sum(),
-            started_at_ms: p.started_at_ns / 1_000_000,
             awaiting_secret: p.awaiting_secret,
-            input_state: names::input_state(p.input_state()).into(),
+            input_state: if p.status() == pb::Status::Running {
+                names::input_state(p.input_state()).into()
+            } else {
+                String::new()
+            },
             input_source: names::input_source(p.input_source()).into(),
             hint: p.awaiting_secret.then(|| secret_hint(p.id)),
         }
@@ -133,9 +183,9 @@ impl ProcessInfo {
 pub(crate) struct Started {
     /// The new process.
     pub(crate) process: ProcessInfo,
-    /// Where its output begins (a cursor for process_read); after a `wait`,
-    /// continue from `wait.cursor` instead.
-    pub(crate) cursor: String,
+    /// Where its output begins (a cursor for process_read); absent after a
+    /// `wait`, whose `cursor` continues.
+    pub(crate) cursor: Option<String>,
     /// The outcome of `wait`, when one was asked for.
     pub(crate) wait: Option<Waited>,
     /// The next step, when no `wait` was asked for.
@@ -162,7 +212,7 @@ pub(crate) struct Inspected {
 /// Output read from a process.
 #[derive(Debug, Serialize, JsonSchema)]
 pub(crate) struct Output {
-    /// Process id.
+    /// Process id (the caller may have named it).
     #[schemars(skip)]
     pub(crate) id: u64,
     /// Its status when read.
@@ -170,21 +220,21 @@ pub(crate) struct Output {
     /// The output as text (terminal escapes removed, carriage-return
     /// overwrites applied). With several streams, runs are marked `[stderr]`.
     pub(crate) output: String,
-    /// Bytes of raw output this covers.
-    #[schemars(skip)]
-    pub(crate) bytes: u64,
     /// Pass as `cursor` to continue reading after this output.
     pub(crate) cursor: String,
     /// Bytes in the requested range that were left out (the page limit).
+    #[serde(skip_serializing_if = "is_zero")]
     pub(crate) omitted_bytes: u64,
     /// Where the left-out bytes begin: `process_read` with this cursor pages
     /// through them. Absent when nothing was left out.
     pub(crate) omitted_cursor: Option<String>,
     /// True when some of the requested history was cleared before it could be read.
+    #[serde(skip_serializing_if = "is_false")]
     #[schemars(skip)]
     pub(crate) history_cleared: bool,
     /// Bytes inside this range that were never stored (a full disk); a
     /// marker line in `output` stands where they were.
+    #[serde(skip_serializing_if = "is_zero")]
     #[schemars(skip)]
     pub(crate) lost_bytes: u64,
     /// Input only: who typed it, from which stdin offset on.
@@ -278,15 +328,20 @@ pub(crate) struct Done {
     pub(crate) id: u64,
 }
 
-/// `process_screen` result.
+/// `process_screen` result. Blank rows below the last written one are left
+/// out (`rows` says how many the screen has).
 #[derive(Debug, Serialize, JsonSchema)]
 pub(crate) struct Screen {
-    /// Process id.
+    /// Process id: for the text only.
+    #[serde(skip)]
     #[schemars(skip)]
     pub(crate) id: u64,
-    /// Its status.
+    /// Its status, once it is not running.
+    #[serde(skip_serializing_if = "is_running")]
     pub(crate) status: String,
-    /// "primary", or "alternate" while a full-screen program (vim, less) draws.
+    /// "alternate" while a full-screen program (vim, less) draws on the
+    /// alternate screen; absent on the primary one.
+    #[serde(skip_serializing_if = "is_primary")]
     pub(crate) buffer: String,
     /// Columns.
     pub(crate) cols: u32,
@@ -297,9 +352,28 @@ pub(crate) struct Screen {
     /// Cursor row, 0-based.
     pub(crate) cursor_y: u32,
     /// Window title set by the program.
+    #[serde(skip_serializing_if = "String::is_empty")]
     pub(crate) title: String,
-    /// The visible rows, trailing spaces removed.
+    /// The visible rows from the top, trailing spaces removed, down to the
+    /// last row with text.
     pub(crate) lines: Vec<String>,
+}
+
+/// A running program, which goes without saying on its screen.
+fn is_running(status: &str) -> bool {
+    status == names::status(pb::Status::Running)
+}
+
+/// The primary screen, which goes without saying.
+fn is_primary(buffer: &str) -> bool {
+    buffer == "primary"
+}
+
+/// A screen's rows without the blank ones below the last written row.
+pub(crate) fn written_rows(mut lines: Vec<String>) -> Vec<String> {
+    let keep = lines.iter().rposition(|l| !l.trim_end().is_empty()).map_or(0, |i| i + 1);
+    lines.truncate(keep);
+    lines
 }
 
 /// `program_query`, `program_record` result.
@@ -400,7 +474,7 @@ pub(crate) fn list_text(list: &[ProcessInfo]) -> String {
             p.id,
             p.pid,
             p.status,
-            p.input_state,
+            p.input_state_text(),
             p.exit_text(),
             mode,
             p.timeout_ms,
@@ -419,7 +493,7 @@ pub(crate) fn inspect_text(p: &ProcessInfo) -> String {
     }
     let _ = writeln!(out, "  OS PID:     {}", p.pid);
     let _ = writeln!(out, "  Status:     {}", p.status);
-    let _ = writeln!(out, "  State:      {} (from the {})", p.input_state, p.input_source);
+    let _ = writeln!(out, "  State:      {} (from the {})", p.input_state_text(), p.input_source);
     let _ = writeln!(
         out,
         "  Mode:       {}",
@@ -460,7 +534,8 @@ fn json<T: Serialize>(v: &T) -> String {
     serde_json::to_string(v).unwrap_or_default()
 }
 
-/// The screen block, as the original printed it.
+/// The screen block, as the original printed it; where the client's model
+/// reads only the structured content ([`crate::audience`]), its header line.
 pub(crate) fn screen_text(s: &Screen) -> String {
     let mut out = format!(
         "Process {} (status={}, buffer={}, {}x{}, cursor=({},{})):",
@@ -469,9 +544,19 @@ pub(crate) fn screen_text(s: &Screen) -> String {
     if !s.title.is_empty() {
         let _ = write!(out, " title={:?}", s.title);
     }
+    if crate::audience::short_text()
+        && s.lines.iter().map(String::len).sum::<usize>() > SHORT_OUTPUT
+    {
+        let _ = write!(out, " ({} rows in the structured result)", s.lines.len());
+        return out;
+    }
     for line in &s.lines {
         out.push('\n');
         out.push_str(line);
+    }
+    let shown = u32::try_from(s.lines.len()).unwrap_or(u32::MAX);
+    if shown < s.rows {
+        let _ = write!(out, "\n[{} blank rows below]", s.rows - shown);
     }
     out
 }
@@ -596,7 +681,6 @@ pub(crate) fn output(id: u64, resp: &pb::ReadResponse) -> Output {
         id,
         status: names::status(resp.status()).into(),
         output: records_text(&resp.records),
-        bytes: resp.records.iter().map(|r| r.length).sum(),
         cursor: cursor_string(resp.next.as_ref()),
         omitted_bytes: resp.omitted_bytes,
         omitted_cursor: (resp.omitted_bytes > 0).then(|| cursor_string(resp.omitted_from.as_ref())),
@@ -619,8 +703,20 @@ fn typed_by(records: &[pb::Record]) -> Vec<TypedBy> {
 
 /// The text of a read result: the output, then what to do about anything
 /// left out, then the cursor.
+/// Output up to this long stays in a short text block: saying where it is
+/// would take as many characters.
+const SHORT_OUTPUT: usize = 64;
+
+/// Where the client's model reads only the structured content
+/// ([`crate::audience`]), the output is said in a word instead.
 pub(crate) fn output_text(o: &Output, empty: &str, paging_forward: bool) -> String {
-    let mut out = if o.output.is_empty() { empty.to_owned() } else { o.output.clone() };
+    let mut out = if o.output.is_empty() {
+        empty.to_owned()
+    } else if crate::audience::short_text() && o.output.len() > SHORT_OUTPUT {
+        format!("({} lines of output in the structured result)", o.output.lines().count())
+    } else {
+        o.output.clone()
+    };
     if !out.ends_with('\n') {
         out.push('\n');
     }
@@ -708,7 +804,7 @@ mod tests {
 /// a caller branches on.
 #[derive(Debug, Serialize, JsonSchema)]
 pub(crate) struct Waited {
-    /// Process id.
+    /// Process id (the caller may have named it).
     #[schemars(skip)]
     pub(crate) id: u64,
     /// Why the wait ended: input_requested (the program waits for input:
@@ -726,16 +822,20 @@ pub(crate) struct Waited {
     /// The text that matched the pattern or stop pattern.
     pub(crate) matched: Option<String>,
     /// New output as text (for process_run: without the echoed input; never
-    /// with the prompt). On a full-screen program (vim, less): its rendered
-    /// screen instead (`output_is_screen`).
+    /// with the prompt; absent when there was none). On a full-screen
+    /// program (vim, less): its rendered screen instead (`output_is_screen`).
+    #[serde(skip_serializing_if = "String::is_empty")]
     pub(crate) output: String,
     /// `output` is the rendered screen of a full-screen program.
+    #[serde(skip_serializing_if = "is_false")]
     #[schemars(skip)]
     pub(crate) output_is_screen: bool,
-    /// Bytes of raw output seen.
+    /// Bytes of raw output seen: for the text only.
+    #[serde(skip)]
     #[schemars(skip)]
     pub(crate) bytes: u64,
     /// The output was cut to its newest part.
+    #[serde(skip_serializing_if = "is_false")]
     #[schemars(skip)]
     pub(crate) truncated: bool,
     /// Where to continue waiting or reading from.
@@ -749,23 +849,25 @@ pub(crate) struct Waited {
     /// The command's exit status (process_run in a bash Portal started).
     pub(crate) command_exit_code: Option<i32>,
     /// A full-screen program is drawing (use process_screen).
+    #[serde(skip_serializing_if = "is_false")]
     pub(crate) alternate_screen: bool,
-    /// The screen, when asked for.
+    /// The screen, when asked for, down to its last written row.
     pub(crate) screen: Option<Vec<String>>,
     /// The pattern was already on the screen when the wait began.
+    #[serde(skip_serializing_if = "is_false")]
     #[schemars(skip)]
     pub(crate) matched_at_entry: bool,
-    /// The timeout used, in ms.
+    /// The timeout used, in ms: for the hint and the text.
+    #[serde(skip)]
     #[schemars(skip)]
     pub(crate) effective_timeout_ms: u64,
     /// The requested timeout was above the server's ceiling and was lowered.
+    #[serde(skip_serializing_if = "is_false")]
     #[schemars(skip)]
     pub(crate) timeout_clamped: bool,
-    /// How long the call waited, in ms.
-    #[schemars(skip)]
-    pub(crate) elapsed_ms: u64,
     /// The program now waits for a password (echo off): ask the person to
     /// run `portal-cli secret <id>`; never type it yourself.
+    #[serde(skip_serializing_if = "is_false")]
     pub(crate) awaiting_secret: bool,
     /// What to do next, when it is not obvious.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -793,7 +895,7 @@ impl Waited {
             "input_requested" if self.full_screen() => Some(
                 "a full-screen program waits for keys: drive it with process_send_keys, read it with process_screen".into(),
             ),
-            "input_requested" => Some("it waits for input: answer with process_run".into()),
+            "input_requested" => Some("answer with process_run".into()),
             _ if self.alternate_screen && !self.output_is_screen => {
                 Some("a full-screen program is drawing: use process_screen".into())
             }
@@ -830,11 +932,10 @@ impl Waited {
             exit_signal: r.exit_signal,
             command_exit_code: r.command_exit_code,
             alternate_screen: r.alternate_screen,
-            screen: snapshot.then_some(r.screen),
+            screen: snapshot.then(|| written_rows(r.screen)),
             matched_at_entry: r.matched_at_entry,
             effective_timeout_ms: r.effective_timeout_ms,
             timeout_clamped: r.timeout_clamped,
-            elapsed_ms: r.elapsed_ms,
             awaiting_secret: r.awaiting_secret,
             output: r.output,
             hint: None,
@@ -845,6 +946,28 @@ impl Waited {
     fn with_hint(mut self) -> Self {
         self.hint = self.next_step();
         self
+    }
+
+    /// The text block: the full text, or the short one where the client's
+    /// model reads only the structured content ([`crate::audience`]).
+    pub(crate) fn text_block(&self) -> String {
+        let full = self.text();
+        if !crate::audience::short_text() {
+            return full;
+        }
+        let short = self.short_text();
+        if short.len() < full.len() { short } else { full }
+    }
+
+    /// The short text: how much output there was and the status line (the
+    /// output itself is in the structured content).
+    fn short_text(&self) -> String {
+        let what = if self.output_is_screen { "screen rows" } else { "lines of output" };
+        format!(
+            "({} {what} in the structured result)\n{}",
+            self.output.lines().count(),
+            self.status_line()
+        )
     }
 
     /// The text an agent reads: the output, then one status line.
@@ -869,6 +992,13 @@ impl Waited {
         if let Some(p) = self.prompt.as_ref().filter(|_| !self.output_is_screen) {
             let _ = writeln!(out, "{p}");
         }
+        out.push_str(&self.status_line());
+        out
+    }
+
+    /// The status line (`[reason · status · cursor]`), and the hint when the
+    /// next step is not obvious.
+    fn status_line(&self) -> String {
         let mut status = format!("[{}", self.reason);
         if let Some(m) = &self.matched {
             let _ = write!(status, " {m:?}");
@@ -903,8 +1033,7 @@ impl Waited {
         {
             let _ = write!(status, "\n[{h}]");
         }
-        out.push_str(&status);
-        out
+        status
     }
 }
 

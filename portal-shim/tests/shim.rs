@@ -254,7 +254,7 @@ async fn bash_in_pipe_mode_runs_a_command() {
         .ok("process_start", json!({"command": "bash", "args": ["--norc", "--noprofile"]}))
         .await;
     let id = s["process"]["id"].as_u64().unwrap();
-    assert_eq!(s["process"]["pty"], json!(false));
+    assert_eq!(s["process"].get("pty"), None, "pipes: no pty flag");
     shim.ok(
         "process_write",
         json!({"id": id, "content": "echo hello from bash; echo oops >&2; exit 3\n"}),
@@ -366,7 +366,8 @@ async fn big_output_is_bounded_and_pageable() {
     let out = s["output"].as_str().unwrap();
     assert!(out.ends_with("1999999\n2000000\n"));
     let omitted = s["omitted_bytes"].as_u64().unwrap();
-    assert_eq!(omitted + s["bytes"].as_u64().unwrap(), 14_888_896);
+    // seq prints no escapes: its text is its bytes.
+    assert_eq!(omitted + out.len() as u64, 14_888_896);
     assert!(
         text.contains(&format!("[{omitted} earlier bytes not shown")),
         "{}",
@@ -677,8 +678,11 @@ async fn run_wait_and_send_keys_tools() {
     let id = s["process"]["id"].as_u64().unwrap();
     assert_eq!(s["wait"]["reason"], json!("input_requested"), "{text}");
     assert_eq!(s["wait"]["prompt"], json!(">>> "), "{text}");
-    assert_eq!(s["cursor"], json!("stdout:0"));
-    assert_eq!(s["process"]["input_state"], json!("awaiting_input"), "the process as it is now");
+    // The wait's cursor continues, and its state is the process's now:
+    // neither is said twice.
+    assert_eq!(s.get("cursor"), None, "{s}");
+    assert_eq!(s["wait"]["input_state"], json!("awaiting_input"), "{s}");
+    assert_eq!(s["process"].get("input_state"), None, "{s}");
     let (text, s) = shim.ok("process_run", json!({"id": id, "input": "print(6*7)"})).await;
     assert_eq!(
         (s["reason"].clone(), s["output"].clone(), s["prompt"].clone()),
@@ -706,6 +710,128 @@ async fn run_wait_and_send_keys_tools() {
     shim.ok("process_send_keys", json!({"id": cat, "keys": ["Escape", ":q!", "Enter"]})).await;
     let (_, s) = shim.ok("process_wait", json!({"id": cat, "pattern": ":q!"})).await;
     assert_eq!(s["reason"], json!("matched"));
+    d.stop().await;
+}
+
+/// Characters of structured content a result may take in this test's
+/// scenario: half of what each took before results were made lean (list
+/// 1,648, start 766, run 388, screen 204). The structured content is what
+/// Claude Code and Codex hand their model, on every call.
+const BUDGETS: [(&str, usize); 4] = [
+    ("process_list (five processes)", 824),
+    ("process_start (wait: input)", 383),
+    ("process_run", 194),
+    ("process_screen (80x24 REPL)", 102),
+];
+
+#[tokio::test]
+async fn structured_results_stay_within_their_budgets() {
+    let (d, shim) = with_daemon().await;
+    // A fixed directory: the test's own would make the sizes depend on
+    // where the repository was cloned.
+    let start = |args: Value| {
+        let mut a = args;
+        a["cwd"] = json!("/tmp");
+        a
+    };
+    let size = |v: &Value| serde_json::to_string(v).unwrap().len();
+    let (_, started) = shim
+        .ok(
+            "process_start",
+            start(json!({"command": "python3", "args": ["-q"], "pty": true, "wait": "input", "name": "repl"})),
+        )
+        .await;
+    let id = started["process"]["id"].as_u64().unwrap();
+    let (_, ran) = shim.ok("process_run", json!({"id": id, "input": "print(6*7)"})).await;
+    assert_eq!(ran["output"], json!("42\n"), "{ran}");
+    let (_, screen) = shim.ok("process_screen", json!({"id": id})).await;
+    assert_eq!(screen["rows"], json!(24));
+    assert_eq!(screen["lines"], json!([">>> print(6*7)", "42", ">>>"]), "blank rows left out");
+    // Four more: a REPL, a pipes job, one that exited, one that was killed.
+    shim.ok(
+        "process_start",
+        start(json!({"command": "python3", "args": ["-q"], "pty": true, "wait": "input"})),
+    )
+    .await;
+    shim.ok("process_start", start(json!({"command": "sleep", "args": ["600"]}))).await;
+    shim.ok(
+        "process_start",
+        start(json!({"command": "sh", "args": ["-c", "echo done; exit 3"], "wait": "exit"})),
+    )
+    .await;
+    let (_, killed) =
+        shim.ok("process_start", start(json!({"command": "sleep", "args": ["601"]}))).await;
+    shim.ok("process_kill", json!({"id": killed["process"]["id"]})).await;
+    let (_, listed) = shim.ok("process_list", json!({})).await;
+    assert_eq!(listed["processes"].as_array().unwrap().len(), 5);
+    let sizes = [size(&listed), size(&started), size(&ran), size(&screen)];
+    for ((what, budget), (got, value)) in
+        BUDGETS.iter().zip(sizes.iter().zip([&listed, &started, &ran, &screen]))
+    {
+        eprintln!("{what}: {got} characters of structured content (budget {budget})");
+        assert!(got <= budget, "{what}: {got} characters > {budget}: {value}");
+    }
+    // Nothing at its default is sent: no empty maps or lists, no false.
+    for v in [&listed, &started, &ran, &screen] {
+        let text = v.to_string();
+        for filler in ["{}", "[]", ":false", ":\"\""] {
+            assert!(!text.contains(filler), "{filler} in {text}");
+        }
+    }
+    d.stop().await;
+}
+
+#[tokio::test]
+async fn the_text_block_leaves_the_output_to_the_structured_result_where_the_model_reads_only_that()
+{
+    let (d, shim) = with_daemon().await;
+    let (_, s) = shim
+        .ok(
+            "process_start",
+            json!({"command": "python3", "args": ["-q"], "pty": true, "wait": "input"}),
+        )
+        .await;
+    let id = s["process"]["id"].as_u64().unwrap();
+    let forty = "print('\\n'.join(f'line {i}' for i in range(40)))";
+    // A client that may show its model the text gets the output there.
+    let (full, s) = shim.ok("process_run", json!({"id": id, "input": forty})).await;
+    assert!(full.starts_with("line 0\nline 1\n"), "{full}");
+    assert!(s["output"].as_str().unwrap().ends_with("line 39\n"), "{s}");
+    // Claude Code names itself in each request's `_meta` (2026-07-28): its
+    // model reads only the structured content, so the text says where the
+    // output is, and the input is attributed to it.
+    let claude = spawn_shim(&d.socket(), &d.dir.path().join("data"), false).await;
+    let mut meta = rmcp::model::RequestMetaObject::new();
+    meta.set_client_info(rmcp::model::Implementation::new("claude-code", "2.1.332"));
+    let Value::Object(args) = json!({"id": id, "input": forty}) else { unreachable!() };
+    let mut params = CallToolRequestParams::new("process_run").with_arguments(args);
+    params.meta = Some(meta);
+    let r = bounded("process_run as claude-code", claude.client.call_tool(params)).await.unwrap();
+    let short = text(&r);
+    assert!(
+        short.starts_with("(40 lines of output in the structured result)\n[input_requested"),
+        "{short}"
+    );
+    let s = r.structured_content.unwrap();
+    assert!(s["output"].as_str().unwrap().ends_with("line 39\n"), "{s}");
+    let (_, s) =
+        shim.ok("process_read", json!({"id": id, "source": "stdin", "duration": 60000})).await;
+    let who: Vec<&str> =
+        s["typed_by"].as_array().unwrap().iter().filter_map(|t| t["who"].as_str()).collect();
+    assert!(who.iter().any(|w| w.starts_with("claude-code 2.1.332 via portal-shim")), "{s}");
+    // --result-text short: the count for every client, short output kept.
+    let short_shim = spawn_shim_with(
+        &d.socket(),
+        &d.dir.path().join("data"),
+        false,
+        &[],
+        &[("PORTAL_RESULT_TEXT", "short")],
+    )
+    .await;
+    let (t, _) = short_shim.ok("process_run", json!({"id": id, "input": forty})).await;
+    assert!(t.starts_with("(40 lines of output in the structured result)"), "{t}");
+    let (t, _) = short_shim.ok("process_run", json!({"id": id, "input": "6*7"})).await;
+    assert!(t.starts_with("42\n>>> \n[input_requested"), "short output stays: {t}");
     d.stop().await;
 }
 

@@ -496,8 +496,14 @@ impl ServerHandler for Shim {
     ) -> Result<CallToolResponse, McpError> {
         let name = request.name.to_string();
         let args = request.arguments.unwrap_or_default();
-        if let Some(info) = context.peer.peer_info() {
-            let c = &info.client_info;
+        // The client says who it is in `initialize`, or (from the 2026-07-28
+        // revision on, which has no `initialize`) in each request's `_meta`.
+        let client = context
+            .meta
+            .client_info()
+            .or_else(|| context.peer.peer_info().map(|info| info.client_info.clone()));
+        if let Some(c) = client {
+            crate::audience::client_is(&c.name);
             portal_proto::client::set_identity(format!(
                 "{} {} via portal-shim (pid {})",
                 c.name,

@@ -97,7 +97,7 @@ impl Shim {
                 "process_wait returns at its first prompt (or pass wait to process_start next time); process_read_new reads what it printed"
                     .to_owned(),
             );
-            return Ok((text, Started { process, cursor, wait: None, hint }));
+            return Ok((text, Started { process, cursor: Some(cursor), wait: None, hint }));
         };
         let mut until = pb::WaitCondition {
             timeout_ms: a.wait_timeout_ms.unwrap_or(0),
@@ -138,9 +138,14 @@ impl Shim {
             Ok(p) => ProcessInfo::from(&p),
             Err(_) => process,
         };
-        let text =
-            format!("Process started. ID={}, OS_PID={}\n{}", process.id, process.pid, w.text());
-        Ok((text, Started { process, cursor, wait: Some(w), hint: None }))
+        let text = format!(
+            "Process started. ID={}, OS_PID={}\n{}",
+            process.id,
+            process.pid,
+            w.text_block()
+        );
+        let process = process.beside_wait();
+        Ok((text, Started { process, cursor: None, wait: Some(w), hint: None }))
     }
 
     async fn read_output(&self, id: u64, req: pb::ReadRequest) -> Result<Output, String> {
@@ -245,7 +250,7 @@ impl Shim {
         let processes: Vec<ProcessInfo> = r
             .processes
             .iter()
-            .map(|p| ProcessInfo { host: self.host.clone(), ..ProcessInfo::from(p) })
+            .map(|p| ProcessInfo { host: self.host.clone(), ..ProcessInfo::from(p) }.listed())
             .collect();
         Ok((results::list_text(&processes), Listed { processes, unreachable: Vec::new() }))
     }
@@ -326,7 +331,7 @@ impl Shim {
             cursor_x: s.cursor_col,
             cursor_y: s.cursor_row,
             title: s.title,
-            lines: s.lines,
+            lines: results::written_rows(s.lines),
         };
         Ok((results::screen_text(&screen), screen))
     }

@@ -44,7 +44,7 @@ impl Shim {
         });
         let r = self.with_progress(&progress, "waiting", Some(a.id), call).await?;
         let w = Waited::new(a.id, r, snapshot);
-        Ok((w.text(), w))
+        Ok((w.text_block(), w))
     }
 
     pub(super) async fn run(&self, a: RunArgs, progress: Progress) -> Reply<Waited> {
@@ -61,6 +61,6 @@ impl Shim {
         });
         let r = self.with_progress(&progress, "running", Some(a.id), call).await?;
         let w = Waited::new(a.id, r, snapshot);
-        Ok((w.text(), w))
+        Ok((w.text_block(), w))
     }
 }

@@ -44,6 +44,12 @@
 //!     index's size; then the latency of searches over it: the rare word,
 //!     a word on every line (a page of the newest 20), a phrase, and a word
 //!     with a regex filter.
+//! 13. results: what a model reads of each result in a fixed scenario (a
+//!     python3 REPL started and driven, its screen, a read, five processes
+//!     listed, one inspected): the characters of the structured content
+//!     (what Claude Code and Codex hand their model) and of the text block,
+//!     full (for clients whose model reads the text) and short (for Claude
+//!     Code and Codex).
 //!
 //! It prints one table (or `--json`) with PASS/MISS against Portal's
 //! targets. `--smoke` runs every section at a tiny size (for CI: it proves
@@ -75,7 +81,7 @@ struct Args {
     /// Print JSON instead of a table.
     #[arg(long)]
     json: bool,
-    /// Run only these sections (capture, or pty-capture / pipe-capture alone; rtt, scale, memory, cold, cycle, prompt, spawn, tools, ssh, search).
+    /// Run only these sections (capture, or pty-capture / pipe-capture alone; rtt, scale, memory, cold, cycle, prompt, spawn, tools, ssh, search, results).
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
 }
@@ -1181,12 +1187,17 @@ struct RawShim {
 
 impl RawShim {
     async fn start(d: &Daemon) -> anyhow::Result<Self> {
+        Self::start_as(d, "portal-bench").await
+    }
+
+    /// A shim whose client says it is `client` (results differ by client).
+    async fn start_as(d: &Daemon, client: &str) -> anyhow::Result<Self> {
         let mut child = spawn_shim(&d.socket, &d.dir.path().join("data"))?;
         let stdout = child.stdout.take().context("shim stdout")?;
         let lines = tokio::io::AsyncBufReadExt::lines(tokio::io::BufReader::new(stdout));
         let mut shim = Self { child, lines, next_id: 0 };
         let hello = json!({"protocolVersion": "2025-06-18", "capabilities": {},
-            "clientInfo": {"name": "portal-bench", "version": "1"}});
+            "clientInfo": {"name": client, "version": "1"}});
         shim.request("initialize", hello).await?;
         shim.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"})).await?;
         Ok(shim)
@@ -1285,6 +1296,80 @@ async fn tools(d: &Daemon, sizes: &Sizes, rows: &mut Vec<Row>) -> anyhow::Result
     for id in ids {
         shim.call("process_kill", json!({"id": id})).await?;
         shim.call("process_cleanup", json!({"id": id})).await?;
+    }
+    Ok(())
+}
+
+/// One call of the results scenario: its structured content and its text.
+async fn sized(
+    shim: &mut RawShim,
+    tool: &str,
+    args: Value,
+) -> anyhow::Result<(Value, usize, usize)> {
+    let r = shim.call(tool, args).await?;
+    let structured = r["structuredContent"].clone();
+    let text: String = r["content"]
+        .as_array()
+        .map(|c| c.iter().filter_map(|b| b["text"].as_str()).collect())
+        .unwrap_or_default();
+    Ok((structured.clone(), structured.to_string().chars().count(), text.chars().count()))
+}
+
+/// The results scenario (see the module doc) as `client`: per call, the
+/// characters of structured content and of text.
+async fn result_sizes(
+    d: &Daemon,
+    client: &str,
+) -> anyhow::Result<Vec<(&'static str, usize, usize)>> {
+    let mut shim = RawShim::start_as(d, client).await?;
+    let mut out = Vec::new();
+    let (started, s, t) = sized(
+        &mut shim,
+        "process_start",
+        json!({"command": "python3", "args": ["-q"], "pty": true, "wait": "input", "cwd": "/tmp"}),
+    )
+    .await?;
+    out.push(("process_start (wait: input)", s, t));
+    let id = started["process"]["id"].as_u64().context("no id")?;
+    let (_, s, t) =
+        sized(&mut shim, "process_run", json!({"id": id, "input": "print(6*7)"})).await?;
+    out.push(("process_run (one line)", s, t));
+    let loop40 = "print('\\n'.join(f'line {i} of the loop' for i in range(40)))";
+    let (_, s, t) = sized(&mut shim, "process_run", json!({"id": id, "input": loop40})).await?;
+    out.push(("process_run (40 lines)", s, t));
+    let (_, s, t) = sized(&mut shim, "process_screen", json!({"id": id})).await?;
+    out.push(("process_screen (80x24)", s, t));
+    let (_, s, t) = sized(&mut shim, "process_read", json!({"id": id, "duration": 60_000})).await?;
+    out.push(("process_read (all of it)", s, t));
+    let mut ids = vec![id];
+    for argv in [["sleep", "600"], ["cat", "-"], ["sleep", "601"], ["sleep", "602"]] {
+        let r = shim
+            .call("process_start", json!({"command": argv[0], "args": [argv[1]], "cwd": "/tmp"}))
+            .await?;
+        ids.push(r["structuredContent"]["process"]["id"].as_u64().context("no id")?);
+    }
+    let (_, s, t) = sized(&mut shim, "process_list", json!({})).await?;
+    out.push(("process_list (five processes)", s, t));
+    let (_, s, t) = sized(&mut shim, "process_inspect", json!({"id": id})).await?;
+    out.push(("process_inspect", s, t));
+    for id in ids {
+        shim.call("process_kill", json!({"id": id})).await?;
+        shim.call("process_cleanup", json!({"id": id})).await?;
+    }
+    Ok(out)
+}
+
+/// What a model reads of each result, as Claude Code or Codex (structured
+/// content) and as a client that reads the text.
+async fn results(d: &Daemon, rows: &mut Vec<Row>) -> anyhow::Result<()> {
+    let full = result_sizes(d, "portal-bench").await?;
+    let short = result_sizes(d, "claude-code").await?;
+    for ((what, structured, text), (_, _, short_text)) in full.into_iter().zip(short) {
+        #[allow(clippy::cast_precision_loss, reason = "a count for display")]
+        let mut r =
+            row(format!("result: {what}, structured"), structured as f64, None, "chars", None);
+        r.note = format!("text {text} chars (full), {short_text} (Claude Code, Codex)");
+        rows.push(r);
     }
     Ok(())
 }
@@ -1500,6 +1585,9 @@ fn main() -> anyhow::Result<()> {
         }
         if want("search") {
             search(&sizes, &mut rows).await.context("search")?;
+        }
+        if want("results") {
+            results(&d, &mut rows).await.context("results")?;
         }
         d.stop().await?;
         anyhow::Ok(rows)
