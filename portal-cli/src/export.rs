@@ -103,36 +103,42 @@ async fn history(
     let now = wall_ns();
     let ago = |d: Duration| now.saturating_sub(i64::try_from(d.as_nanos()).unwrap_or(i64::MAX));
     let (from, to) = (span.since.map(ago), span.until.map(ago));
-    let mut records = Vec::new();
-    let mut cursor: Option<pb::Cursor> = None;
-    loop {
-        let cursor_was = cursor.clone();
-        let req = pb::ReadRequest {
-            proc: Some(pb::ProcRef { target: Some(pb::proc_ref::Target::Id(p.id)) }),
-            streams: vec![
-                pb::Stream::Stdout.into(),
-                pb::Stream::Stderr.into(),
-                pb::Stream::Stdin.into(),
-            ],
-            from: cursor.take().map(pb::read_request::From::Cursor),
-            max_bytes: PAGE_BYTES,
-            encoding: encoding.into(),
-            keep: pb::Keep::Head.into(),
-        };
-        let resp = rpc.read(req).await?.into_inner();
-        // A text page may render to nothing (a stretch of redraws): only
-        // the end of history, or a cursor that no longer moves, ends it.
-        let done = resp.next == resp.end || resp.next.is_none() || resp.next == cursor_was;
-        records.extend(
-            resp.records
-                .into_iter()
-                .filter(|r| from.is_none_or(|f| r.ts_ns >= f) && to.is_none_or(|t| r.ts_ns <= t)),
-        );
-        if done {
-            break;
+    let inside =
+        |r: &pb::Record| from.is_none_or(|f| r.ts_ns >= f) && to.is_none_or(|t| r.ts_ns <= t);
+    let streams = [pb::Stream::Stdout, pb::Stream::Stderr, pb::Stream::Stdin];
+    let records = if encoding == pb::Encoding::Text && (from.is_some() || to.is_some()) {
+        // A text record renders a run of output and carries the time of its
+        // first byte, so a window cannot be cut from text records: find it
+        // in the raw ones (one per read from the program), then read it as
+        // text between those offsets.
+        let raw = pages(&mut rpc, p.id, &streams, None, pb::Encoding::Raw, u64::MAX).await?;
+        let mut bounds: Vec<(pb::Stream, u64, u64)> = Vec::new();
+        for r in raw.iter().filter(|r| inside(r)) {
+            let end = r.offset + r.length;
+            match bounds.iter_mut().find(|(s, _, _)| *s == r.stream()) {
+                Some((_, start, stop)) => {
+                    (*start, *stop) = ((*start).min(r.offset), (*stop).max(end))
+                }
+                None => bounds.push((r.stream(), r.offset, end)),
+            }
         }
-        cursor = resp.next;
-    }
+        // Each stream's window is read on its own, to the byte, and the
+        // streams are put back in the order their runs began.
+        let mut text = Vec::new();
+        for (stream, start, stop) in bounds {
+            let from = pb::Cursor {
+                offsets: vec![pb::StreamOffset { stream: stream.into(), offset: start }],
+            };
+            text.extend(
+                pages(&mut rpc, p.id, &[stream], Some(from), encoding, stop - start).await?,
+            );
+        }
+        text.sort_by_key(|r| r.ts_ns);
+        text
+    } else {
+        let all = pages(&mut rpc, p.id, &streams, None, encoding, u64::MAX).await?;
+        all.into_iter().filter(|r| inside(r)).collect()
+    };
     // A daemon from before resizes were kept has none to give.
     let resizes = match rpc.resizes(pb::ResizesRequest { proc: proc_ref(proc) }).await {
         Ok(r) => r.into_inner().resizes,
@@ -140,6 +146,42 @@ async fn history(
         Err(s) => return Err(s.into()),
     };
     Ok(History { process: p, records, resizes, until_ns: to.unwrap_or(now) })
+}
+
+/// The records of `streams` from `from` (the first byte when `None`) to
+/// the end of history or until `limit` bytes of it were read, in pages.
+async fn pages(
+    rpc: &mut portal_proto::v1::portal_client::PortalClient<tonic::transport::Channel>,
+    id: u64,
+    streams: &[pb::Stream],
+    from: Option<pb::Cursor>,
+    encoding: pb::Encoding,
+    limit: u64,
+) -> anyhow::Result<Vec<pb::Record>> {
+    let mut records = Vec::new();
+    let mut cursor = from;
+    let mut left = limit;
+    loop {
+        let cursor_was = cursor.clone();
+        let req = pb::ReadRequest {
+            proc: Some(pb::ProcRef { target: Some(pb::proc_ref::Target::Id(id)) }),
+            streams: streams.iter().map(|s| (*s).into()).collect(),
+            from: cursor.take().map(pb::read_request::From::Cursor),
+            max_bytes: PAGE_BYTES.min(left),
+            encoding: encoding.into(),
+            keep: pb::Keep::Head.into(),
+        };
+        let resp = rpc.read(req).await?.into_inner();
+        // A text page may render to nothing (a stretch of redraws): only
+        // the end of history, or a cursor that no longer moves, ends it.
+        let done = resp.next == resp.end || resp.next.is_none() || resp.next == cursor_was;
+        left = left.saturating_sub(resp.records.iter().map(|r| r.length).sum());
+        records.extend(resp.records);
+        if done || left == 0 {
+            return Ok(records);
+        }
+        cursor = resp.next;
+    }
 }
 
 fn wall_ns() -> i64 {

@@ -75,12 +75,16 @@ pub(crate) fn short_bytes(n: u64) -> String {
     }
 }
 
-/// Parses "250ms", "10s", "5m", "2h", "1h 30m", or a bare number of
-/// milliseconds.
+/// Parses "250ms", "10s", "5m", "2h", "1h 30m", or "0"; any other bare
+/// number is refused with the units to choose from.
 pub(crate) fn parse_duration(s: &str) -> Result<Duration, String> {
     let s = s.trim();
-    if let Ok(ms) = s.parse::<u64>() {
-        return Ok(Duration::from_millis(ms));
+    // A bare number is ambiguous (`--timeout 5`: seconds or milliseconds?)
+    // and a wrong guess kills a program or waits for hours: ask.
+    match s.parse::<u64>() {
+        Ok(0) => return Ok(Duration::ZERO),
+        Ok(n) => return Err(format!("{s:?} has no unit: write {n}s, {n}ms, {n}m or {n}h")),
+        Err(_) => {}
     }
     humantime::parse_duration(s)
         .map_err(|e| format!("{s:?} is not a duration like 500ms, 10s, 5m or 1h 30m ({e})"))
@@ -174,7 +178,9 @@ mod tests {
         assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
         assert_eq!(parse_duration("10s"), Ok(Duration::from_secs(10)));
         assert_eq!(parse_duration("5m"), Ok(Duration::from_secs(300)));
-        assert_eq!(parse_duration("1500"), Ok(Duration::from_millis(1500)));
+        assert_eq!(parse_duration("0"), Ok(Duration::ZERO));
+        let bare = parse_duration("5").unwrap_err();
+        assert!(bare.contains("5s, 5ms"), "{bare}");
         assert_eq!(parse_duration("1h 30m"), Ok(Duration::from_secs(5400)));
         assert!(parse_duration("ten").is_err() && parse_duration("5q").is_err());
         assert_eq!(parse_size("40x120"), Ok(pb::TermSize { rows: 40, cols: 120 }));

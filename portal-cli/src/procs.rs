@@ -28,9 +28,16 @@ pub(crate) struct StartArgs {
     /// Working directory [default: the current one].
     #[arg(long)]
     cwd: Option<std::path::PathBuf>,
-    /// Environment variable to set (repeatable).
+    /// Environment variable to set (repeatable), over the environment
+    /// --env-from names.
     #[arg(long = "env", value_name = "KEY=VALUE")]
     env: Vec<String>,
+    /// Where the program's environment starts: caller (this command's own,
+    /// so it runs in your world: your PATH, venv, credentials), daemon
+    /// (portald's), or clean (only --env and a default PATH) [default:
+    /// caller; daemon with --host, which never gets this machine's]
+    #[arg(long, value_name = "caller|daemon|clean")]
+    env_from: Option<portal_proto::environ::EnvFrom>,
     /// Idle timeout: kill it when nobody has named it for this long (500ms, 30s, 5m).
     #[arg(long, value_parser = fmt::parse_duration)]
     timeout: Option<Duration>,
@@ -241,7 +248,13 @@ pub(crate) async fn start(client: &Client, a: StartArgs) -> Outcome {
         }
         (None, None) => std::env::current_dir().context("reading the current directory")?,
     };
-    let req = pb::StartRequest {
+    let remote = client.host().is_some();
+    let env_from = a.env_from.unwrap_or(if remote {
+        portal_proto::environ::EnvFrom::Daemon
+    } else {
+        portal_proto::environ::EnvFrom::Caller
+    });
+    let mut req = pb::StartRequest {
         command: command.clone(),
         args: args.to_vec(),
         cwd: cwd.to_string_lossy().into_owned(),
@@ -256,7 +269,10 @@ pub(crate) async fn start(client: &Client, a: StartArgs) -> Outcome {
             backoff_ms: 0,
         }),
         replace_ended: a.replace,
+        ..Default::default()
     };
+    portal_proto::environ::apply(&mut req, env_from, remote)
+        .map_err(|e| anyhow::anyhow!("--env-from caller: {e}"))?;
     if a.wait.as_deref() == Some("") {
         return Err(anyhow::anyhow!("--wait is empty: give input, exit or a text").into());
     }

@@ -57,6 +57,54 @@ fn id_of(started: &str) -> u64 {
 }
 
 #[tokio::test]
+async fn programs_start_in_the_callers_environment() {
+    let d = TestDaemon::start().await;
+    let show = "echo \"FOO=$FOO PATH=$PATH\"";
+    // portald's environment has no FOO: the program sees the caller's.
+    let env = [("FOO", "bar"), ("PATH", "/tmp/portal-x:/usr/bin:/bin")];
+    let out =
+        ok(&cli_env(&d.socket(), &["start", "--wait", "exit", "--", "sh", "-c", show], &env).await);
+    assert_eq!(out, "FOO=bar PATH=/tmp/portal-x:/usr/bin:/bin\n");
+    // --env goes over it.
+    let out = ok(&cli_env(
+        &d.socket(),
+        &["start", "--env", "FOO=over", "--wait", "exit", "--", "sh", "-c", show],
+        &env,
+    )
+    .await);
+    assert!(out.starts_with("FOO=over PATH=/tmp/portal-x"), "{out}");
+    // Clean: only --env, a default PATH and what Portal sets.
+    let out = ok(&cli_env(
+        &d.socket(),
+        &["start", "--env-from", "clean", "--env", "A=1", "--wait", "exit", "--", "env"],
+        &env,
+    )
+    .await);
+    let mut names: Vec<&str> = out.lines().filter_map(|l| l.split('=').next()).collect();
+    names.sort_unstable();
+    assert_eq!(
+        names,
+        ["A", "PATH", "PORTAL_SESSION_ID", "PORTAL_SESSION_TOKEN", "PORTAL_SOCKET"],
+        "{out}"
+    );
+    // The daemon's: FOO unset.
+    let out = ok(&cli_env(
+        &d.socket(),
+        &["start", "--env-from", "daemon", "--wait", "exit", "--", "sh", "-c", show],
+        &env,
+    )
+    .await);
+    assert!(out.starts_with("FOO= "), "{out}");
+    // The caller's environment is never shown: inspect lists only --env.
+    let ps = ok(&cli(&d.socket(), &["ps", "--json"]).await);
+    assert!(!ps.contains("portal-x"), "{ps}");
+    let bad = cli_env(&d.socket(), &["start", "--env-from", "mine", "--", "true"], &env).await;
+    assert!(!bad.status.success());
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("caller, daemon or clean"));
+    d.stop().await;
+}
+
+#[tokio::test]
 async fn start_ps_read_write_screen_kill_rm_round_trip() {
     let d = TestDaemon::start().await;
     let s = d.socket();
@@ -1110,6 +1158,26 @@ async fn export_writes_a_recording_asciinema_plays_and_a_transcript() {
     // A span that ends before the program started holds nothing.
     let none = ok(&cli(&s, &["export", &id.to_string(), "--since", "1h", "--until", "30m"]).await);
     assert_eq!(none.lines().count(), 1, "only the header: {none}");
+    d.stop().await;
+}
+
+#[tokio::test]
+async fn a_text_export_of_a_window_holds_what_was_printed_in_it() {
+    let d = TestDaemon::start().await;
+    let s = d.socket();
+    let script = "echo first; sleep 2; echo second; exec sleep 60";
+    let id = id_of(&ok(&cli(&s, &["start", "--", "sh", "-c", script]).await)).to_string();
+    ok(&cli(&s, &["wait", &id, "--match", "second"]).await);
+    // "first" was printed 2 s before "second", which was printed just now.
+    let window = ok(&cli(&s, &["export", &id, "--format", "text", "--since", "1500ms"]).await);
+    assert_eq!(window, "second\n");
+    let before = ok(&cli(&s, &["export", &id, "--format", "text", "--until", "1500ms"]).await);
+    assert_eq!(before, "first\n");
+    // A bare number is refused, with the units to choose from.
+    let bare = cli(&s, &["start", "--timeout", "5", "--", "sleep", "100"]).await;
+    assert!(!bare.status.success());
+    let err = String::from_utf8_lossy(&bare.stderr);
+    assert!(err.contains("\"5\" has no unit: write 5s, 5ms, 5m or 5h"), "{err}");
     d.stop().await;
 }
 

@@ -25,6 +25,9 @@ pub(crate) struct StartArgs {
     /// Variables to add or override.
     #[serde(default)]
     pub(crate) env: Option<BTreeMap<String, String>>,
+    /// Base under env: caller (the client's; default), daemon or clean.
+    #[serde(default)]
+    pub(crate) env_from: Option<EnvFromArg>,
     /// Kill it when no call names it for this many ms.
     #[serde(default = "default_zero")]
     pub(crate) timeout_ms: u64,
@@ -48,6 +51,25 @@ pub(crate) struct StartArgs {
     /// Timeout of wait, ms (default 30000, at most ~50000).
     #[serde(default)]
     pub(crate) wait_timeout_ms: Option<u64>,
+}
+
+/// Where a program's environment starts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub(crate) enum EnvFromArg {
+    Caller,
+    Daemon,
+    Clean,
+}
+
+impl From<EnvFromArg> for portal_proto::environ::EnvFrom {
+    fn from(e: EnvFromArg) -> Self {
+        match e {
+            EnvFromArg::Caller => Self::Caller,
+            EnvFromArg::Daemon => Self::Daemon,
+            EnvFromArg::Clean => Self::Clean,
+        }
+    }
 }
 
 /// Which output to read.

@@ -100,11 +100,23 @@ fn main() -> anyhow::Result<()> {
     runtime.block_on(async move {
         let shim = tools::Shim::new(Arc::new(links), surface, cwd);
         let io = framing::guard(tokio::io::stdin(), tokio::io::stdout());
-        let service = shim.serve((io.input, io.output)).await?;
+        let service = match shim.serve((io.input, io.output)).await {
+            Ok(service) => service,
+            // A client that closes before it initialized (it was probing,
+            // or gave up) is an ending like any other, not a failure.
+            Err(
+                rmcp::service::ServerInitializeError::ConnectionClosed(_)
+                | rmcp::service::ServerInitializeError::ExpectedInitializeRequest(None),
+            ) => {
+                tracing::debug!("client closed the connection before initializing");
+                return anyhow::Ok(());
+            }
+            Err(e) => return Err(e.into()),
+        };
         service.waiting().await?;
         // The last answers may still be on their way to stdout.
         let _ = tokio::time::timeout(FLUSH_AT_EXIT, io.flushed).await;
-        tracing::info!("client closed the connection");
+        tracing::debug!("client closed the connection");
         anyhow::Ok(())
     })
 }

@@ -844,7 +844,8 @@ pub(crate) struct Waited {
     pub(crate) status: String,
     /// Exit code, if it exited.
     pub(crate) exit_code: Option<i32>,
-    /// Terminating signal, if one ended it.
+    /// Terminating signal, if one ended it (rare: left out of the schema).
+    #[schemars(skip)]
     pub(crate) exit_signal: Option<i32>,
     /// The command's exit status (process_run in a bash Portal started).
     pub(crate) command_exit_code: Option<i32>,
@@ -866,8 +867,10 @@ pub(crate) struct Waited {
     #[schemars(skip)]
     pub(crate) timeout_clamped: bool,
     /// The program now waits for a password (echo off): ask the person to
-    /// run `portal-cli secret <id>`; never type it yourself.
+    /// run `portal-cli secret <id>`; never type it yourself. Left out of
+    /// the schema: `reason` and `hint` say it too.
     #[serde(skip_serializing_if = "is_false")]
+    #[schemars(skip)]
     pub(crate) awaiting_secret: bool,
     /// What to do next, when it is not obvious.
     #[serde(skip_serializing_if = "Option::is_none")]

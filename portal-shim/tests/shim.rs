@@ -836,6 +836,70 @@ async fn the_text_block_leaves_the_output_to_the_structured_result_where_the_mod
 }
 
 #[tokio::test]
+async fn programs_start_in_the_clients_environment() {
+    let d = TestDaemon::start().await;
+    // What an MCP client gives the shim it launches (an activated venv).
+    let shim = spawn_shim_with(
+        &d.socket(),
+        &d.dir.path().join("data"),
+        false,
+        &[],
+        &[("FOO", "from-agent"), ("VIRTUAL_ENV", "/x/venv")],
+    )
+    .await;
+    let show =
+        json!({"command": "sh", "args": ["-c", "echo FOO=$FOO VENV=$VIRTUAL_ENV"], "wait": "exit"});
+    let (_, s) = shim.ok("process_start", show.clone()).await;
+    assert_eq!(s["wait"]["output"], json!("FOO=from-agent VENV=/x/venv\n"), "{s}");
+    let mut over = show.clone();
+    over["env"] = json!({"FOO": "over"});
+    let (_, s) = shim.ok("process_start", over).await;
+    assert_eq!(s["wait"]["output"], json!("FOO=over VENV=/x/venv\n"), "{s}");
+    // Only the overrides are ever shown.
+    assert_eq!(s["process"]["env"], json!({"FOO": "over"}), "{s}");
+    let mut daemon = show.clone();
+    daemon["env_from"] = json!("daemon");
+    let (_, s) = shim.ok("process_start", daemon).await;
+    assert_eq!(s["wait"]["output"], json!("FOO= VENV=\n"), "portald's own: {s}");
+    let mut clean = show;
+    clean["env_from"] = json!("clean");
+    clean["env"] = json!({"VIRTUAL_ENV": "/y"});
+    let (_, s) = shim.ok("process_start", clean).await;
+    assert_eq!(s["wait"]["output"], json!("FOO= VENV=/y\n"), "{s}");
+    let e = shim.err("process_start", json!({"command": "true", "env_from": "mine"})).await;
+    assert!(e.contains("env_from"), "{e}");
+    d.stop().await;
+}
+
+#[tokio::test]
+async fn a_client_that_closes_early_ends_the_shim_quietly() {
+    let d = TestDaemon::start().await;
+    // Nothing at all, and a 2026-07-28 client that only discovers.
+    let discover = "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"server/discover\",\"params\":{}}\n";
+    for input in ["", discover] {
+        let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_portal-shim"))
+            .env("PORTAL_SOCKET", d.socket())
+            .env("PORTAL_NO_AUTOSTART", "1")
+            .env_remove("PORTAL_LOG")
+            .env_remove("RUST_BACKTRACE")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        tokio::io::AsyncWriteExt::write_all(&mut stdin, input.as_bytes()).await.unwrap();
+        drop(stdin);
+        let out = bounded("the shim ends", child.wait_with_output()).await.unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{input:?}: {:?} {stderr}", out.status);
+        assert_eq!(stderr, "", "{input:?}: nothing to say");
+    }
+    d.stop().await;
+}
+
+#[tokio::test]
 async fn waits_report_progress_and_cancelling_leaves_the_process_alone() {
     let (d, shim) = with_daemon().await;
     let mut rpc = d.rpc();

@@ -169,6 +169,9 @@ impl Daemon {
                 args: r.args,
                 cwd: PathBuf::from(r.cwd),
                 env: r.env,
+                // Never stored: a program started by an earlier daemon
+                // restarts in this daemon's environment plus its `env`.
+                env_from: crate::proc::EnvFrom::Daemon,
                 name: r.name,
                 idle_timeout: (r.timeout_ms > 0)
                     .then(|| std::time::Duration::from_millis(r.timeout_ms)),
@@ -284,6 +287,7 @@ impl Daemon {
             args: r.args.clone(),
             cwd: PathBuf::from(&r.cwd),
             env: r.env.clone(),
+            env_from: crate::proc::EnvFrom::Daemon,
             name: r.name.clone(),
             idle_timeout: (r.timeout_ms > 0)
                 .then(|| std::time::Duration::from_millis(r.timeout_ms)),

@@ -407,14 +407,22 @@ async fn kill_and_stop_reach_every_descendant_whatever_session_it_made() {
     let by_id = |id| Some(pb::ProcRef { target: Some(pb::proc_ref::Target::Id(id)) });
     rpc.kill(pb::KillRequest { proc: by_id(running.id) }).await.unwrap();
     for pid in &escaped {
-        assert!(is_dead(*pid), "{pid} survived the kill of what started it");
+        assert!(dies(*pid).await, "{pid} survived the kill of what started it");
     }
     // Ended by itself, leaving a daemon behind: a kill still takes it.
     let ended = rpc.start(start(LEFT_BEHIND.into())).await.unwrap().into_inner();
     let left = pids_printed(&mut rpc, ended.id, &["daemonized"]).await;
+    // It printed its last line just before `exit 0`: see it end first.
+    let until = pb::WaitCondition { input: Some(false), ..Default::default() };
+    let waited = rpc
+        .wait(pb::WaitRequest { proc: by_id(ended.id), until: Some(until), ..Default::default() })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(waited.exit_code, Some(0), "{waited:?}");
     let r = rpc.kill(pb::KillRequest { proc: by_id(ended.id) }).await.unwrap().into_inner();
     assert_eq!(r.exit_code, Some(0), "the recorded exit stays");
-    assert!(is_dead(left[0]), "{} outlived the kill", left[0]);
+    assert!(dies(left[0]).await, "{} outlived the kill", left[0]);
     // Ended by itself, and then the daemon stops: nothing is left.
     let ended = rpc.start(start(LEFT_BEHIND.into())).await.unwrap().into_inner();
     let left = pids_printed(&mut rpc, ended.id, &["own_session", "daemonized"]).await;
@@ -422,6 +430,6 @@ async fn kill_and_stop_reach_every_descendant_whatever_session_it_made() {
     assert!(unsafe_free_kill(child.id(), "TERM"));
     assert!(wait_child(child).await.success());
     for pid in &left {
-        assert!(is_dead(*pid), "{pid} outlived portald");
+        assert!(dies(*pid).await, "{pid} outlived portald");
     }
 }

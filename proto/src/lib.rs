@@ -13,9 +13,11 @@
 //!   machine's portald over the system `ssh` (`portal-cli dial-stdio`).
 //! - [`paths`]: where the socket, the database and the daemon log live.
 //! - [`names`]: the lowercase names clients show for the wire's enums.
+//! - [`environ`]: the caller's environment a start carries.
 
 pub mod client;
 pub mod dial;
+pub mod environ;
 pub mod hosts;
 pub mod launch;
 pub mod names;

@@ -45,7 +45,7 @@ impl Shim {
                     .into(),
             );
         }
-        let req = pb::StartRequest {
+        let mut req = pb::StartRequest {
             command: a.command,
             args: a.args,
             // The shim's own directory means nothing on another host: the
@@ -62,6 +62,19 @@ impl Shim {
                 .then(|| pb::TermSize { rows: a.rows.unwrap_or(0), cols: a.cols.unwrap_or(0) }),
             ..Default::default()
         };
+        // Programs run in the client's world: its environment (this shim's,
+        // which the client gave it), never sent to another host.
+        let remote = self.host.is_some();
+        let env_from = a.env_from.map_or(
+            if remote {
+                portal_proto::environ::EnvFrom::Daemon
+            } else {
+                portal_proto::environ::EnvFrom::Caller
+            },
+            Into::into,
+        );
+        portal_proto::environ::apply(&mut req, env_from, remote)
+            .map_err(|e| format!("Error: env_from: {e}"))?;
         let p = self
             .call_once(None, |mut c| {
                 let req = req.clone();

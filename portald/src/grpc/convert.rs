@@ -12,7 +12,9 @@ use crate::config::{
     MIN_TERM_DIM,
 };
 use crate::proc::input::{InputReport, InputSource, InputState};
-use crate::proc::{ProcHandle, ProcSpec, ProcStatus, RestartPolicy, Stdio, StreamId, TermSize};
+use crate::proc::{
+    EnvFrom, ProcHandle, ProcSpec, ProcStatus, RestartPolicy, Stdio, StreamId, TermSize,
+};
 use crate::reads::{FollowFrom, OutRecord, ReadFrom, ReadResult, ReadSpec};
 use crate::registry::ProcTarget;
 use crate::screen::Snapshot;
@@ -110,6 +112,27 @@ pub(crate) fn start_spec(req: pb::StartRequest) -> Result<ProcSpec, InvalidReque
         no_nul(&format!("env.{k}"), &v)?;
         env.insert(k, v);
     }
+    let env_from = match pb::EnvFrom::try_from(req.env_from) {
+        Ok(pb::EnvFrom::Unspecified | pb::EnvFrom::Daemon) => EnvFrom::Daemon,
+        Ok(pb::EnvFrom::Clean) => EnvFrom::Clean,
+        Ok(pb::EnvFrom::Caller) => {
+            let mut vars = BTreeMap::new();
+            for (k, v) in req.caller_env {
+                // Named without the value: it may be a secret.
+                if k.is_empty() || k.contains('=') || k.contains('\0') || v.contains('\0') {
+                    return Err(invalid(
+                        format!("caller_env key {k:?}"),
+                        "must be non-empty, without '=' or NUL, and its value without NUL",
+                    ));
+                }
+                vars.insert(k, v);
+            }
+            EnvFrom::Caller(std::sync::Arc::new(vars))
+        }
+        Err(_) => {
+            return Err(invalid("env_from", format!("{} is not a known value", req.env_from)));
+        }
+    };
     // A client that names no directory (one on another machine, whose
     // own directory means nothing here) gets the user's home.
     let cwd = if req.cwd.is_empty() {
@@ -206,6 +229,7 @@ pub(crate) fn start_spec(req: pb::StartRequest) -> Result<ProcSpec, InvalidReque
         args: req.args,
         cwd,
         env,
+        env_from,
         name,
         idle_timeout,
         stdio,

@@ -43,6 +43,31 @@ pub(crate) enum Stdio {
     Pipes,
 }
 
+/// Where a program's environment starts, before the caller's overrides.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub(crate) enum EnvFrom {
+    /// The daemon's own environment.
+    #[default]
+    Daemon,
+    /// The caller's environment (a shim's, which is its MCP client's;
+    /// portal-cli's). Held in memory for this program and its restarts,
+    /// never stored or shown.
+    Caller(std::sync::Arc<BTreeMap<String, String>>),
+    /// Nothing but the overrides (and a default `PATH`).
+    Clean,
+}
+
+/// Says where, never what: a caller's environment holds its secrets.
+impl std::fmt::Debug for EnvFrom {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Daemon => f.write_str("Daemon"),
+            Self::Caller(vars) => write!(f, "Caller({} variables)", vars.len()),
+            Self::Clean => f.write_str("Clean"),
+        }
+    }
+}
+
 /// A validated description of a process to start.
 #[derive(Clone, Debug)]
 pub(crate) struct ProcSpec {
@@ -54,6 +79,8 @@ pub(crate) struct ProcSpec {
     pub(crate) cwd: PathBuf,
     /// Caller's environment overrides.
     pub(crate) env: BTreeMap<String, String>,
+    /// Where the environment starts before `env` is merged over it.
+    pub(crate) env_from: EnvFrom,
     /// Optional unique name.
     pub(crate) name: Option<String>,
     /// Idle timeout.

@@ -30,7 +30,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::holding::Holding;
 use super::probe::InputTarget;
-use super::{ProcError, ProcId, ProcSpec, Stdio, StreamId, TermSize};
+use super::{EnvFrom, ProcError, ProcId, ProcSpec, Stdio, StreamId, TermSize};
 use crate::config::{OUTPUT_QUEUE_CHUNKS, READ_CHUNK_BYTES};
 use crate::screen::Replier;
 use crate::sys::{self, ExitInfo};
@@ -254,7 +254,16 @@ pub(crate) fn wants_shell_integration(spec: &ProcSpec) -> bool {
         && !spec.env.contains_key("PROMPT_COMMAND")
 }
 
-/// Builds the child's environment: the daemon's, then the caller's overrides,
+/// `PATH` of a clean environment whose overrides name none: where every
+/// Unix keeps its programs.
+const CLEAN_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
+
+/// Variables of a caller's environment that describe the caller's own
+/// terminal, not the program's: a PTY's size is Portal's to say.
+const CALLERS_TERMINAL: [&str; 2] = ["COLUMNS", "LINES"];
+
+/// Builds the child's environment: where `env_from` says it starts (the
+/// daemon's, the caller's, or a clean one), then the caller's overrides,
 /// then `TERM=xterm-256color` for PTYs unless the caller set `TERM`, then
 /// shell integration for bash, then Portal's own variables (which a caller
 /// cannot override).
@@ -264,7 +273,22 @@ pub(crate) fn child_env(
     token: &str,
     socket: &Path,
 ) -> BTreeMap<std::ffi::OsString, std::ffi::OsString> {
-    let mut env: BTreeMap<_, _> = std::env::vars_os().collect();
+    let mut env: BTreeMap<std::ffi::OsString, std::ffi::OsString> = match &spec.env_from {
+        EnvFrom::Daemon => std::env::vars_os().collect(),
+        EnvFrom::Caller(vars) => {
+            let mut env: BTreeMap<_, _> = vars.iter().map(|(k, v)| (k.into(), v.into())).collect();
+            if matches!(spec.stdio, Stdio::Pty(_)) {
+                for k in CALLERS_TERMINAL {
+                    env.remove(std::ffi::OsStr::new(k));
+                }
+            }
+            env
+        }
+        EnvFrom::Clean => BTreeMap::new(),
+    };
+    if spec.env_from == EnvFrom::Clean && !spec.env.contains_key("PATH") {
+        env.insert("PATH".into(), CLEAN_PATH.into());
+    }
     // What one daemon handed the next is no business of its programs.
     env.remove(std::ffi::OsStr::new(crate::upgrade::HANDOVER_ENV));
     for (k, v) in &spec.env {

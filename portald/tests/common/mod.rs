@@ -112,6 +112,28 @@ pub(crate) fn is_dead(pid: u32) -> bool {
     }
 }
 
+/// Waits (bounded) until `pid` is dead: SIGKILL is queued by `kill(2)`,
+/// and the process dies when it is next scheduled, which on a busy machine
+/// is after the call that sent it has returned. A pidfd becomes readable
+/// when its process ends.
+pub(crate) async fn dies(pid: u32) -> bool {
+    use rustix::process::{Pid, PidfdFlags, pidfd_open};
+    let Some(fd) = i32::try_from(pid)
+        .ok()
+        .and_then(Pid::from_raw)
+        .and_then(|p| pidfd_open(p, PidfdFlags::empty()).ok())
+    else {
+        return true; // gone already
+    };
+    tokio::task::spawn_blocking(move || {
+        let mut fds = [rustix::event::PollFd::new(&fd, rustix::event::PollFlags::IN)];
+        let bound = rustix::event::Timespec { tv_sec: 5, tv_nsec: 0 };
+        rustix::event::poll(&mut fds, Some(&bound)).is_ok_and(|n| n == 1) || is_dead(pid)
+    })
+    .await
+    .unwrap_or(false)
+}
+
 /// Sends a signal with the `kill` utility (keeps `unsafe` out of tests).
 pub(crate) fn unsafe_free_kill(pid: u32, sig: &str) -> bool {
     Command::new("kill").arg(format!("-{sig}")).arg(pid.to_string()).status().unwrap().success()

@@ -242,6 +242,7 @@ fn start_request(m: &Member) -> pb::StartRequest {
             }),
         },
         replace_ended: true,
+        ..Default::default()
     }
 }
 
