@@ -38,7 +38,8 @@ pub(crate) struct UntilArgs {
     /// Give up after this long [default: 30s; the daemon caps one call at about 50s].
     #[arg(long, value_parser = fmt::parse_duration)]
     timeout: Option<Duration>,
-    /// Stop after this many bytes of output.
+    /// Print at most this many bytes of output (the newest); it never ends
+    /// the wait [default: 128 KiB].
     #[arg(long)]
     max_bytes: Option<u64>,
     /// Also print the rendered screen.
@@ -166,6 +167,9 @@ pub(crate) fn report(r: &pb::WaitResponse, out: JsonFlag, wanted_match: bool) ->
         }
         if let Some(c) = r.command_exit_code {
             line.push_str(&format!(", command exit {c}"));
+        }
+        if r.truncated {
+            line.push_str(", earlier output cut to --max-bytes (`read` shows it)");
         }
         line.push_str(&format!(" after {}]", fmt::short_duration(r.elapsed_ms)));
         if r.timeout_clamped {

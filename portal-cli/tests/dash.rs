@@ -127,20 +127,15 @@ impl Tmux {
                     return screen;
                 }
                 *last.borrow_mut() = screen;
-                let until = pb::WaitCondition {
-                    max_bytes: 1,
-                    input: Some(false),
-                    timeout_ms: u64::try_from(timeout().as_millis()).unwrap_or(u64::MAX),
-                    ..Default::default()
-                };
-                let from = Some(pb::Cursor { offsets });
-                let req = pb::WaitRequest {
+                // The next thing the terminal draws (or its end) is the
+                // moment to look again.
+                let req = pb::FollowRequest {
                     proc: by_id(self.client),
-                    from,
-                    until: Some(until),
+                    from: Some(pb::Cursor { offsets }),
                     ..Default::default()
                 };
-                rpc.wait(req).await.unwrap();
+                let mut events = rpc.follow(req).await.unwrap().into_inner();
+                let _ = events.message().await;
             }
         })
         .await;

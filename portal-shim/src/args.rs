@@ -166,7 +166,7 @@ pub(crate) struct ReadArgs {
     /// Read forward from this cursor (from any result) instead of a window.
     #[serde(default)]
     pub(crate) cursor: Option<String>,
-    /// Page size (default 65536, at most 1048576).
+    /// Page size (default 65536, max 1048576).
     #[serde(default)]
     pub(crate) max_bytes: Option<u64>,
 }
@@ -222,7 +222,7 @@ pub(crate) struct ReadNewArgs {
     /// Your own cursor: read after it, the shared one untouched.
     #[serde(default)]
     pub(crate) cursor: Option<String>,
-    /// Page size (default 65536, at most 1048576; newest kept).
+    /// Page size (default 65536; newest kept).
     #[serde(default)]
     pub(crate) max_bytes: Option<u64>,
 }
@@ -361,17 +361,17 @@ pub(crate) struct Until {
     /// Default 30000; above ~50000 is lowered.
     #[serde(default)]
     pub(crate) timeout_ms: Option<u64>,
-    /// End after this many bytes (default 131072).
+    /// Page size (default 65536, newest kept); never ends it.
     #[serde(default)]
     pub(crate) max_bytes: Option<u64>,
     /// Include the rendered screen.
     #[serde(default = "default_false")]
     pub(crate) snapshot: bool,
-    /// End when it waits for input (default unless pattern, settle_ms or
+    /// End when it waits for input (default unless pattern, settle_ms,
     /// screen_stable).
     #[serde(default)]
     pub(crate) on_input: Option<bool>,
-    /// Full-screen programs: return the output stream, not the screen.
+    /// TUIs: the output stream, not the screen.
     #[serde(default = "default_false")]
     pub(crate) raw_output: bool,
 }

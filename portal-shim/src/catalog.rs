@@ -104,7 +104,7 @@ macro_rules! tool_rows {
             ProcessWait = "process_wait", Waits, Cursor, wait(WaitArgs) -> Waited,
                 "Block until the first of: the program waits for input (default: reason input_requested, with its `prompt`), `pattern` or `stop` appears, output settles, the screen is stable, it exits, or the timeout (a result: call again). Wait, don't poll.";
             ProcessRun = "process_run", Waits, OpenWorld, run(RunArgs) -> Waited,
-                "Type `input` and Enter, then wait as process_wait (same options) until the program asks for input again (`prompt`; awaiting_secret: a password) or exits, never early; output without echo or prompt. Portal's bash: command_exit_code. TUIs: their screen.";
+                "Type `input` and Enter, then wait as process_wait until the program asks for input again (`prompt`; awaiting_secret: a password) or exits, never early; output without echo or prompt. Portal's bash: command_exit_code. TUIs: their screen.";
             ProcessSendKeys = "process_send_keys", Process, OpenWorld, send_keys(SendKeysArgs) -> KeysSent,
                 "Press keys and type text in order, paced, like tmux send-keys: [\"Escape\", \":q!\", \"Enter\"]. Keys: Enter Tab Escape Backspace Up Down Left Right Home End PageUp PageDown F1-F12 C-c M-x; other strings are typed as text ({\"text\": \"Enter\"} types the word).";
             AgentList = "agent_list", Agents, ReadOnly, agent_list(AgentListArgs) -> AgentsListed,
@@ -233,6 +233,11 @@ fn schema<T: JsonSchema, const INPUT: bool>() -> Arc<JsonObject> {
     }
 }
 
+/// Wait conditions process_run describes after all, briefly: a model
+/// reading only process_run must not take `max_bytes` for a limit that ends
+/// the run.
+const DESCRIBED_IN_RUN: &[(&str, &str)] = &[("max_bytes", "Page size, see process_wait.")];
+
 /// An argument schema without the descriptions of the wait conditions
 /// ([`Until`]), which process_wait describes.
 fn described_elsewhere(input: &JsonObject) -> Arc<JsonObject> {
@@ -242,10 +247,12 @@ fn described_elsewhere(input: &JsonObject) -> Arc<JsonObject> {
     if let (Some(serde_json::Value::Object(props)), Some(shared)) =
         (run.get_mut("properties"), shared)
     {
-        for (_, p) in props.iter_mut().filter(|(name, _)| shared.contains_key(*name)) {
-            if let Some(p) = p.as_object_mut() {
-                p.remove("description");
-            }
+        for (name, p) in props.iter_mut().filter(|(name, _)| shared.contains_key(*name)) {
+            let Some(p) = p.as_object_mut() else { continue };
+            match DESCRIBED_IN_RUN.iter().find(|(n, _)| n == name) {
+                Some((_, brief)) => p.insert("description".into(), (*brief).into()),
+                None => p.remove("description"),
+            };
         }
     }
     Arc::new(run)
@@ -312,6 +319,20 @@ mod tests {
             assert!(t.annotations.is_some(), "{}", t.name);
             assert!(t.description.as_ref().is_some_and(|d| d.len() > 40), "{}", t.name);
         }
+    }
+
+    #[test]
+    fn every_tool_taking_max_bytes_describes_it_as_a_page_size() {
+        let mut seen = 0;
+        for t in ToolId::ALL.map(ToolId::tool) {
+            let Some(p) = t.input_schema.get("properties").and_then(|p| p.get("max_bytes")) else {
+                continue;
+            };
+            seen += 1;
+            let d = p.get("description").and_then(|d| d.as_str()).unwrap_or_default();
+            assert!(d.to_lowercase().contains("page size"), "{}: {d:?}", t.name);
+        }
+        assert!(seen >= 4, "max_bytes in {seen} tools");
     }
 
     #[test]

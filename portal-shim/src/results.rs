@@ -810,7 +810,7 @@ pub(crate) struct Waited {
     /// Why the wait ended: input_requested (the program waits for input:
     /// `prompt` shows what it asks), awaiting_secret (a password: hand over),
     /// prompt (a Portal bash finished the command), matched, stopped,
-    /// settled, screen_stable, exited, byte_cap or timeout. A timeout is not
+    /// settled, screen_stable, exited or timeout. A timeout is not
     /// a failure: call again with `cursor`.
     pub(crate) reason: String,
     /// The line the program shows while it waits for input (">>> ",
@@ -834,10 +834,13 @@ pub(crate) struct Waited {
     #[serde(skip)]
     #[schemars(skip)]
     pub(crate) bytes: u64,
-    /// The output was cut to its newest part.
+    /// The output was cut to its newest part (max_bytes).
     #[serde(skip_serializing_if = "is_false")]
     #[schemars(skip)]
     pub(crate) truncated: bool,
+    /// When cut: `process_read` with this cursor pages through all of it.
+    #[schemars(skip)]
+    pub(crate) omitted_cursor: Option<String>,
     /// Where to continue waiting or reading from.
     pub(crate) cursor: String,
     /// Process status.
@@ -929,6 +932,7 @@ impl Waited {
             matched: (!r.matched.is_empty()).then(|| r.matched.clone()),
             bytes: r.bytes,
             truncated: r.truncated,
+            omitted_cursor: r.truncated.then(|| cursor_string(r.began.as_ref())),
             cursor: cursor_string(r.next.as_ref()),
             status: names::status(r.status()).into(),
             exit_code: r.exit_code,
@@ -979,8 +983,13 @@ impl Waited {
         if !out.is_empty() && !out.ends_with('\n') {
             out.push('\n');
         }
-        if self.truncated {
-            out.insert_str(0, "[earlier output cut; process_read pages through it]\n");
+        if let Some(from) = &self.omitted_cursor {
+            out.insert_str(
+                0,
+                &format!(
+                    "[earlier output cut to max_bytes: process_read with cursor=\"{from}\" pages through all of it]\n"
+                ),
+            );
         }
         if let Some(screen) = &self.screen {
             out.push_str("--- screen ---\n");

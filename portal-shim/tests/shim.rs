@@ -381,6 +381,47 @@ async fn big_output_is_bounded_and_pageable() {
     d.stop().await;
 }
 
+/// Issue 29: `max_bytes` is a page size in process_run as in process_read:
+/// a command that prints more than it before its prompt returns still comes
+/// back at the prompt, with the newest `max_bytes` and a cursor that pages
+/// through all of it.
+#[tokio::test]
+async fn issue_29_a_run_longer_than_max_bytes_returns_at_its_prompt() {
+    let (d, shim) = with_daemon().await;
+    let (_, s) = shim
+        .ok(
+            "process_start",
+            json!({"command": "python3", "args": ["-q"], "pty": true, "wait": "input"}),
+        )
+        .await;
+    let id = s["process"]["id"].as_u64().unwrap();
+    let (text, s) = shim
+        .ok(
+            "process_run",
+            json!({
+                "id": id,
+                "input": "print('\\n'.join(f'line {i:04}' for i in range(300)))",
+                "max_bytes": 1000
+            }),
+        )
+        .await;
+    assert_eq!((&s["reason"], &s["prompt"]), (&json!("input_requested"), &json!(">>> ")), "{text}");
+    let out = s["output"].as_str().unwrap();
+    assert!(out.len() <= 1000 && out.ends_with("line 0298\nline 0299\n"), "{text}");
+    let from = s["omitted_cursor"].as_str().unwrap();
+    assert!(
+        text.starts_with(&format!(
+            "[earlier output cut to max_bytes: process_read with cursor=\"{from}\""
+        )),
+        "{text}"
+    );
+    let (_, s) =
+        shim.ok("process_read", json!({"id": id, "cursor": from, "max_bytes": 1_000_000})).await;
+    let all = s["output"].as_str().unwrap();
+    assert!(all.contains("line 0000\n") && all.contains("line 0299\n"), "{all}");
+    d.stop().await;
+}
+
 #[tokio::test]
 async fn process_search_finds_the_line_and_its_cursor_reads_around_it() {
     let (d, shim) = with_daemon().await;

@@ -11,6 +11,10 @@
 //!   column 0 and later text overwrites (`50%\r100%` reads `100%`), backspace
 //!   moves left, `ESC[K` erases to the end of the line, `ESC[nC`/`ESC[nD`/
 //!   `ESC[nG` move the column; `\r\n` and `\n` end a line;
+//! - never draws over text it already handed out: after a cursor-up
+//!   (`ESC[nA`, `ESC[nF`), as readline sends to redraw a multi-line paste,
+//!   what is drawn next starts a line of its own (the redraw reads as a copy
+//!   of the lines, not as one line written over another);
 //! - decodes UTF-8 over the whole stream (never per chunk), invalid bytes
 //!   becoming U+FFFD;
 //! - drops other control characters except tab.
@@ -19,7 +23,10 @@
 //!
 //! Shell-integration marks (OSC 133 `D;<exit>`, "command finished") are
 //! reported through [`TextRenderer::take_marks`] with their position in the
-//! rendered text, and never appear in it.
+//! rendered text, and never appear in it. So are switches to and from the
+//! alternate screen (`ESC[?1049h`/`l`, and the older 47 and 1047), through
+//! [`TextRenderer::take_alt_switches`], so that a wait can tell a
+//! full-screen program's redraws from the text printed around them.
 
 /// Most parameters of a CSI kept (the rest are ignored, as terminals do).
 const MAX_CSI_PARAMS: usize = 16;
@@ -27,6 +34,19 @@ const MAX_CSI_PARAMS: usize = 16;
 /// Bytes of an OSC body kept to recognise shell-integration marks; the marks
 /// are short (`133;D;255`), anything longer is not one.
 const OSC_CAPTURE_BYTES: usize = 32;
+
+/// The private modes that switch to the alternate screen and back (xterm's
+/// 1049 with the cursor saved, the older 1047 and 47).
+const ALT_SCREEN_MODES: [u16; 3] = [1049, 1047, 47];
+
+/// A switch to or from the alternate screen seen in the output.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct AltSwitch {
+    /// True when entering the alternate screen, false when leaving it.
+    pub(crate) enter: bool,
+    /// Position in the rendered text, as for [`CommandDone::at`].
+    pub(crate) at: usize,
+}
 
 /// A shell-integration mark seen in the output.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -72,6 +92,9 @@ pub(crate) struct TextRenderer {
     flushed: usize,
     osc: Vec<u8>,
     marks: Vec<CommandDone>,
+    alt_switches: Vec<AltSwitch>,
+    /// Something was drawn since the last line break (handed out or not).
+    drawn: bool,
 }
 
 impl Default for TextRenderer {
@@ -97,7 +120,14 @@ impl TextRenderer {
             flushed: 0,
             osc: Vec::new(),
             marks: Vec::new(),
+            alt_switches: Vec::new(),
+            drawn: false,
         }
+    }
+
+    /// Switches to and from the alternate screen seen since the last call.
+    pub(crate) fn take_alt_switches(&mut self) -> Vec<AltSwitch> {
+        std::mem::take(&mut self.alt_switches)
     }
 
     /// Shell-integration marks seen since the last call.
@@ -285,6 +315,13 @@ impl TextRenderer {
                 self.state = State::Ground;
                 if !self.private {
                     self.csi_final(c);
+                } else if matches!(c, 'h' | 'l')
+                    && self.params.iter().any(|p| ALT_SCREEN_MODES.contains(p))
+                {
+                    // What follows is drawn on the other screen.
+                    self.commit_line(false);
+                    let at = self.flushed + self.out.len();
+                    self.alt_switches.push(AltSwitch { enter: c == 'h', at });
                 }
             }
             '\u{1B}' => self.state = State::Esc,
@@ -312,6 +349,15 @@ impl TextRenderer {
             'C' => self.col += n,
             'D' => self.col = self.col.saturating_sub(n),
             'G' => self.col = n - 1,
+            // Up into lines already rendered: what follows goes on a line of
+            // its own, at the same column ('A') or the first ('F').
+            'A' | 'F' => {
+                let col = if c == 'A' { self.col } else { 0 };
+                if self.drawn {
+                    self.commit_line(true);
+                }
+                self.col = col;
+            }
             _ => {}
         }
     }
@@ -326,12 +372,14 @@ impl TextRenderer {
             self.line.push(c);
         }
         self.col += 1;
+        self.drawn = true;
     }
 
     fn commit_line(&mut self, newline: bool) {
         self.out.extend(self.line.drain(..));
         if newline {
             self.out.push('\n');
+            self.drawn = false;
         }
         self.col = 0;
     }
@@ -403,6 +451,39 @@ mod tests {
         let mut r = TextRenderer::new();
         r.push(b"\x1b]0;133;D;1\x07");
         assert!(r.take_marks().is_empty());
+    }
+
+    #[test]
+    fn a_redraw_after_cursor_up_is_a_copy_not_an_overwrite() {
+        // readline after a bracketed paste into `sqlite> `: the pasted
+        // lines, then up two lines and right past the prompt, and the lines
+        // drawn again.
+        let paste =
+            b"a;\r\n\rbb;\r\n\rSELECT 1;\x1b[A\x1b[A\r\x1b[8Ca;\r\n\rbb;\r\n\rSELECT 1;\r\n";
+        assert_eq!(render(paste), "a;\nbb;\nSELECT 1;\n        a;\nbb;\nSELECT 1;\n");
+        // The same when the line before the cursor-up was handed out (its
+        // column is not known any more).
+        let mut r = TextRenderer::new();
+        r.push(b"one");
+        let mut text = r.flush_line();
+        r.push(b"\x1b[Atwo\r\n");
+        text.push_str(&r.finish());
+        assert_eq!(text, "one\ntwo\n");
+        // Up from an empty line adds no empty line.
+        assert_eq!(render(b"x\r\n\x1b[A\x1b[Ay\n"), "x\ny\n");
+    }
+
+    #[test]
+    fn alternate_screen_switches_are_reported_where_they_are() {
+        let mut r = TextRenderer::new();
+        r.push(b"$ vim\r\n\x1b[?1049h\x1b[Hredraw\x1b[?1049l$ ");
+        assert_eq!(
+            r.take_alt_switches(),
+            vec![AltSwitch { enter: true, at: 6 }, AltSwitch { enter: false, at: 12 }]
+        );
+        assert_eq!(r.flush_line(), "$ vim\nredraw$ ");
+        r.push(b"\x1b[?2004h\x1b[?47h");
+        assert_eq!(r.take_alt_switches(), vec![AltSwitch { enter: true, at: 14 }]);
     }
 
     #[test]

@@ -8,7 +8,16 @@
 //! `settle`), the screen staying unchanged for `settle`, the shell's "command
 //! finished" mark (runs in a Portal bash), the program waiting for input
 //! (asked of the actor, which asks the kernel: see [`crate::proc::input`]),
-//! the process ending, the byte cap, or the timeout. Every outcome is data.
+//! the process ending, or the timeout. Every outcome is data. `max_bytes`
+//! is only the size of the returned text (its newest part, `truncated` and
+//! where the wait began when cut): it never ends a wait, so a run always
+//! comes back at its prompt.
+//!
+//! What a full-screen program draws on the alternate screen is its redraws,
+//! not lines: the returned text leaves it out (the rendered screen stands
+//! for it while the program is still on that screen), so a wait across an
+//! editor's exit returns what was printed around it, never the redraw
+//! stream as text.
 //!
 //! Waiting for input is checked once output has been quiet for
 //! [`input::QUIET`], then polled (more slowly the longer nothing happens), so
@@ -124,7 +133,7 @@ pub(crate) struct WaitSpec {
     pub(crate) settle: Option<Duration>,
     /// Settle on the screen instead of bytes.
     pub(crate) screen_stable: bool,
-    /// Byte cap (and output bound).
+    /// Most bytes of text returned (the newest kept); never ends the wait.
     pub(crate) max_bytes: u64,
     /// Effective timeout.
     pub(crate) timeout: Duration,
@@ -168,8 +177,6 @@ pub(crate) enum WaitReason {
     AwaitingSecret,
     /// The process ended.
     Exited,
-    /// The byte cap was reached.
-    ByteCap,
     /// The timeout passed.
     Timeout,
 }
@@ -205,6 +212,9 @@ pub(crate) struct WaitOutcome {
     pub(crate) bytes: u64,
     /// Output was cut to its tail.
     pub(crate) truncated: bool,
+    /// Where the wait began: a paged read from it goes through everything
+    /// the output covers, the part cut off included.
+    pub(crate) began: [u64; 3],
     /// Where to continue.
     pub(crate) next: [u64; 3],
     /// Streams watched (for the cursor).
@@ -243,6 +253,11 @@ struct Watch {
     dropped: usize,
     bytes: u64,
     pos: [u64; 3],
+    /// Spans of `hay` (absolute positions, the end open while the program
+    /// is still there) drawn on the alternate screen.
+    alt: Vec<(usize, Option<usize>)>,
+    /// Whether the alternate screen is in use, once a switch was seen.
+    alt_known: Option<bool>,
 }
 
 impl Watch {
@@ -251,10 +266,47 @@ impl Watch {
         r.push(data);
         let text = r.flush_line();
         let marks = r.take_marks();
+        let switches = r.take_alt_switches();
         let before = self.dropped + self.hay.len();
         self.hay.push_str(&text);
         self.bytes += data.len() as u64;
+        if stream == StreamId::Stdout {
+            // Positions are the renderer's, which are the hay's while only
+            // stdout is watched: the alternate screen exists only on a PTY.
+            for sw in switches {
+                self.alt_switch(sw);
+            }
+        }
         (before, marks)
+    }
+
+    /// Opens or closes a span of alternate-screen text. Leaving it without
+    /// having seen it entered means the wait began inside it: everything
+    /// before was drawn there.
+    fn alt_switch(&mut self, sw: crate::ansi::AltSwitch) {
+        match (sw.enter, self.alt_known) {
+            (true, Some(true)) | (false, Some(false)) => {}
+            (true, _) => self.alt.push((sw.at, None)),
+            (false, None) => self.alt.push((0, Some(sw.at))),
+            (false, Some(true)) => {
+                if let Some(last) = self.alt.last_mut() {
+                    last.1 = Some(sw.at);
+                }
+            }
+        }
+        self.alt_known = Some(sw.enter);
+    }
+
+    /// `text` (the first `text.len()` bytes of the hay as it is now)
+    /// without what was drawn on the alternate screen.
+    fn without_alt(&self, text: &mut String) {
+        for &(from, to) in self.alt.iter().rev() {
+            let end = to.map_or(text.len(), |t| self.local(t).min(text.len()));
+            let start = self.local(from).min(end);
+            if start < end && text.is_char_boundary(start) && text.is_char_boundary(end) {
+                text.replace_range(start..end, "");
+            }
+        }
     }
 
     /// Keeps the text within `bound` bytes (its tail), on a char boundary.
@@ -417,6 +469,8 @@ struct Waiter<'a> {
     /// Where the output ends and the shell's prompt begins (its mark).
     cut_at: Option<usize>,
     marks_skipped: usize,
+    /// Where the wait began.
+    began: [u64; 3],
 }
 
 impl<'a> Waiter<'a> {
@@ -436,7 +490,10 @@ impl<'a> Waiter<'a> {
                 dropped: 0,
                 bytes: 0,
                 pos,
+                alt: Vec::new(),
+                alt_known: None,
             },
+            began: pos,
             last_output: start,
             last_screen_change: start,
             screen_seen: None,
@@ -482,7 +539,7 @@ impl<'a> Waiter<'a> {
         (next, settle_at)
     }
 
-    /// New output: stop patterns, the pattern, the shell's marks, the byte cap.
+    /// New output: stop patterns, the pattern, the shell's marks.
     fn on_output(&mut self, rec: &reads::OutRecord) {
         let i = rec.stream.index();
         self.w.pos[i] = rec.offset + rec.length;
@@ -527,9 +584,6 @@ impl<'a> Waiter<'a> {
                 self.input_check = Some(now + input::QUIET);
                 break;
             }
-        }
-        if self.result.is_none() && self.w.bytes >= self.spec.max_bytes {
-            self.result = Some((WaitReason::ByteCap, None));
         }
         self.w.bound(self.bound);
     }
@@ -598,8 +652,9 @@ impl<'a> Waiter<'a> {
         Ok(())
     }
 
-    /// The outcome: the output (cut to its bound, without the prompt), the
-    /// prompt, the screen of a full-screen program, the input state.
+    /// The outcome: the output (without what was drawn on the alternate
+    /// screen, cut to its bound, without the prompt), the prompt, the screen
+    /// of a full-screen program, the input state.
     async fn finish(mut self) -> Result<WaitOutcome, ProcError> {
         let h = self.h;
         let spec = self.spec;
@@ -616,6 +671,9 @@ impl<'a> Waiter<'a> {
                 at -= 1;
             }
             after_mark = output.split_off(at);
+        }
+        if !spec.raw_output {
+            w.without_alt(&mut output);
         }
         let mut truncated = w.dropped > 0;
         if output.len() > bound {
@@ -644,6 +702,8 @@ impl<'a> Waiter<'a> {
                 // of the same screen. What it shows is the answer.
                 output = screen_text(&snap.lines);
                 output_is_screen = true;
+                // Its "prompt" would be the end of a redraw, not a line.
+                prompt.clear();
             }
             (snap.alternate, if spec.snapshot { snap.lines } else { Vec::new() })
         } else {
@@ -664,6 +724,7 @@ impl<'a> Waiter<'a> {
             output,
             bytes: w.bytes,
             truncated,
+            began: self.began,
             next: w.pos,
             streams: spec.streams,
             timeout: spec.timeout,
@@ -731,22 +792,31 @@ fn started_recently(h: &ProcHandle) -> bool {
     u64::try_from(age_ns).is_ok_and(|ns| Duration::from_nanos(ns) < SHELL_STARTUP)
 }
 
+/// How text was typed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Typed {
+    /// As keys, each line ended by Enter (or one line).
+    Keys,
+    /// As one bracketed paste, which a line editor may draw twice (as it
+    /// arrives, then again as it redraws the edited lines).
+    BracketedPaste,
+}
+
 /// Writes text, as a bracketed paste when it spans lines and the program
 /// enabled bracketed paste (else, on a PTY, newlines become Enter).
-async fn write_text(h: &ProcHandle, text: &str) -> Result<u64, ProcError> {
-    let data = if text.contains('\n') && h.screen.is_some() {
+async fn write_text(h: &ProcHandle, text: &str) -> Result<Typed, ProcError> {
+    let (data, typed) = if text.contains('\n') && h.screen.is_some() {
         let snap = h.snapshot().await?;
         if snap.bracketed_paste {
-            format!("\x1b[200~{text}\x1b[201~").into_bytes()
+            (format!("\x1b[200~{text}\x1b[201~").into_bytes(), Typed::BracketedPaste)
         } else {
-            text.replace("\r\n", "\r").replace('\n', "\r").into_bytes()
+            (text.replace("\r\n", "\r").replace('\n', "\r").into_bytes(), Typed::Keys)
         }
     } else {
-        text.as_bytes().to_vec()
+        (text.as_bytes().to_vec(), Typed::Keys)
     };
-    let n = data.len() as u64;
     h.write(Bytes::from(data)).await?;
-    Ok(n)
+    Ok(typed)
 }
 
 /// Writes `input` (and Enter, as a separate write) and waits, from a cursor
@@ -776,9 +846,7 @@ pub(crate) async fn run(
     } else {
         Completion::Conditions
     };
-    if !input.is_empty() {
-        write_text(h, input).await?;
-    }
+    let typed = if input.is_empty() { Typed::Keys } else { write_text(h, input).await? };
     if enter {
         let key: &[u8] = if h.screen.is_some() { b"\r" } else { b"\n" };
         // With the text typed, "nothing was done" is no longer true.
@@ -795,56 +863,107 @@ pub(crate) async fn run(
             other => other,
         })?;
     if h.screen.is_some() && !out.output_is_screen {
-        strip_echo(&mut out.output, input);
+        strip_echo(&mut out.output, input, typed);
     }
     consumed(h, &out);
     Ok(out)
 }
 
-/// Removes the terminal's echo of the typed lines from the front of a run's
-/// output: the command's output is what follows. Each typed line is echoed
-/// on its own line, after a continuation prompt for the later lines of a
-/// block (`... print(i)`; a blank line echoes as the bare prompt). Input
-/// typed before a shell shows its prompt is echoed twice: by the terminal,
-/// then by readline after the prompt.
-fn strip_echo(output: &mut String, input: &str) {
+/// Removes the echo of the typed lines from a run's output, keeping the
+/// program's output, wherever the echo is: a REPL reads a paste line by
+/// line, so the echo of each later line comes after the output of the one
+/// before, behind the prompt (`>>> y = 2`, `... print(i)`, `sqlite> …`; a
+/// blank line echoes as the bare prompt).
+///
+/// Each typed line is echoed at most twice, in order: plainly (by the
+/// terminal, or by the program for the first line, whose prompt came before
+/// the output), only before any output; and behind a prompt (by the
+/// program, which shows its prompt again for each line it reads). Input
+/// typed before the program reads it is echoed both ways (the terminal,
+/// then the program; Enter as an empty line), so a few bare prompt lines
+/// after it are echo too. A line editor given a bracketed paste draws it as
+/// it arrives and again as it redraws the edited lines: before any output,
+/// the whole paste may come twice.
+fn strip_echo(output: &mut String, input: &str, typed: Typed) {
     // Every line typed, a trailing blank one included (it ends a block).
-    let typed: Vec<&str> = input.split('\n').map(str::trim).collect();
-    let Some(first) = typed.first().copied().filter(|l| !l.is_empty()) else { return };
-    let mut next = 0;
-    let mut repeated_first = false;
-    // Input typed before the program reads it is echoed by the terminal as
-    // well (the first line shows twice), Enter as an empty line: then a few
-    // bare lines more are echo too.
-    let mut spare_bare = typed.len();
-    while let Some(nl) = output.find('\n') {
-        let line = output[..nl].trim_end();
-        let bare = is_bare_prompt(line);
-        let echoes = |want: &str| if want.is_empty() { bare } else { line.contains(want) };
-        if next < typed.len() && echoes(typed[next]) {
-            next += 1;
-        } else if next == 1 && !repeated_first && echoed_after_prompt(line, first) {
-            repeated_first = true;
-        } else if bare && spare_bare > 0 && (repeated_first || !line.trim().is_empty()) {
+    let lines: Vec<&str> = input.split('\n').map(str::trim).collect();
+    if lines.first().is_none_or(|l| l.is_empty()) {
+        return;
+    }
+    let n = lines.len();
+    // The next line whose plain echo, second drawing (a redrawn paste) or
+    // echo behind a prompt is expected.
+    let (mut plain, mut redrawn, mut prompted) = (0, 0, 0);
+    // Still before the program's first line of output.
+    let mut front = true;
+    let mut spare_bare = n;
+    let mut kept = String::with_capacity(output.len());
+    for line in output.split_inclusive('\n') {
+        let text = line.trim_end();
+        let complete = line.ends_with('\n');
+        let bare = is_bare_prompt(text);
+        // The program's echo of the next line, or (the first line's was
+        // plain) of the one after.
+        let behind_prompt = (prompted..n.min(prompted + 2))
+            .filter(|&k| k == prompted || (prompted == 0 && plain > 0))
+            .find(|&k| complete && echoed_after_prompt(text, lines[k]));
+        if let Some(k) = behind_prompt {
+            prompted = k + 1;
+            // The program has read these lines: the terminal no longer
+            // echoes them.
+            plain = plain.max(prompted);
+        } else if front && complete && plain < n && plain_echo(text, lines[plain], bare) {
+            plain += 1;
+        } else if front
+            && complete
+            && typed == Typed::BracketedPaste
+            && plain == n
+            && redrawn < n
+            && plain_echo(text, lines[redrawn], bare)
+        {
+            redrawn += 1;
+        } else if front
+            && complete
+            && plain == n
+            && bare
+            && spare_bare > 0
+            && (prompted > 0 || !text.trim().is_empty())
+        {
             // After the whole input: a continuation prompt (`... `) is echo
             // whatever the order the terminal and the program echoed in; an
             // empty line is, only when the input was seen echoed twice.
             spare_bare -= 1;
         } else {
-            break;
+            front = false;
+            kept.push_str(line);
         }
-        output.drain(..=nl);
     }
+    *output = kept;
 }
 
-/// Whether `line` is `first` echoed again after a prompt (`>>> x`,
-/// `$ x`, `name? x`), as a program that shows its prompt after input was
-/// typed early echoes it. A line that merely ends with the input (`q=x`
-/// after `x` was typed, or `x` again from `cat`) is the program's output.
-fn echoed_after_prompt(line: &str, first: &str) -> bool {
-    let Some(prompt) = line.strip_suffix(first) else { return false };
-    prompt.trim_end().ends_with(['>', '$', '#', '%', ':', '?', ']', ')'])
-        && prompt.ends_with(|c: char| c.is_whitespace() || "$#%>".contains(c))
+/// Whether `line` is the plain echo of the typed line `want` (a blank
+/// typed line echoes as nothing or a bare prompt).
+fn plain_echo(line: &str, want: &str, bare: bool) -> bool {
+    if want.is_empty() { bare } else { line.contains(want) }
+}
+
+/// Whether `line` is `want` echoed after a prompt (`>>> x`, `... x`,
+/// `$ x`, `name? x`, `sqlite> x`; a blank typed line as the bare prompt),
+/// as a program echoes each line it reads. A line that merely ends with the
+/// input (`q=x` after `x` was typed, or `x` again from `cat`) is the
+/// program's output.
+fn echoed_after_prompt(line: &str, want: &str) -> bool {
+    if want.is_empty() {
+        return !line.trim().is_empty() && is_bare_prompt(line);
+    }
+    let Some(prompt) = line.trim_end().strip_suffix(want) else { return false };
+    let shown = prompt.trim_end();
+    if shown.is_empty() || shown.chars().count() > MAX_PROMPT_CHARS {
+        return false;
+    }
+    let ends_like_a_prompt = shown.ends_with(['>', '$', '#', '%', ':', '?', ']', ')'])
+        && prompt.ends_with(|c: char| c.is_whitespace() || "$#%>".contains(c));
+    ends_like_a_prompt || (is_bare_prompt(shown) && prompt.ends_with(char::is_whitespace))
 }
 
 /// A line that is only a continuation prompt (`...`, `>`) or nothing: no
@@ -912,12 +1031,46 @@ pub(crate) async fn send_keys(h: &ProcHandle, items: &[KeyItem]) -> Result<u64, 
 
 #[cfg(test)]
 mod tests {
-    use super::strip_echo;
+    use super::{Typed, strip_echo};
 
     fn stripped(output: &str, input: &str) -> String {
         let mut out = output.to_owned();
-        strip_echo(&mut out, input);
+        strip_echo(&mut out, input, Typed::Keys);
         out
+    }
+
+    fn stripped_paste(output: &str, input: &str) -> String {
+        let mut out = output.to_owned();
+        strip_echo(&mut out, input, Typed::BracketedPaste);
+        out
+    }
+
+    #[test]
+    fn a_pasted_block_loses_every_line_of_its_echo() {
+        // A REPL reads a paste line by line: each later line's echo follows
+        // the output of the line before, behind the prompt.
+        let three = "print(1)\nprint(2)\nprint(3)";
+        assert_eq!(stripped("print(1)\n1\n>>> print(2)\n2\n>>> print(3)\n3\n", three), "1\n2\n3\n");
+        // Typed while the program was busy: the terminal echoed the lines
+        // first, then the program again behind its prompt.
+        assert_eq!(
+            stripped("print(1)\nprint(2)\nprint(3)\n1\n>>> print(2)\n2\n>>> print(3)\n3\n", three),
+            "1\n2\n3\n"
+        );
+        // A block (indented, ended by a blank line), then a statement.
+        let block = "for i in range(2):\n    print(i)\n\nprint('done')";
+        let echoed = "for i in range(2):\n...     print(i)\n... \n0\n1\n>>> print('done')\ndone\n";
+        assert_eq!(stripped(echoed, block), "0\n1\ndone\n");
+        // A line editor's bracketed paste: drawn as it arrived, then again
+        // from the prompt's column as it redraws the lines.
+        let sql = "CREATE TABLE t(a);\nINSERT INTO t VALUES(1);\nSELECT * FROM t;";
+        let drawn = "CREATE TABLE t(a);\nINSERT INTO t VALUES(1);\nSELECT * FROM t;\n        CREATE TABLE t(a);\nINSERT INTO t VALUES(1);\nSELECT * FROM t;\n1\n";
+        assert_eq!(stripped_paste(drawn, sql), "1\n");
+        // The same text typed as keys into `cat` is output the second time.
+        assert_eq!(stripped("a\nb\na\nb\n", "a\nb"), "a\nb\n");
+        // After the first line of output, a later line without a prompt
+        // before it is output.
+        assert_eq!(stripped("x\nout\ny\n", "x\ny"), "out\ny\n");
     }
 
     #[test]

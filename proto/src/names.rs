@@ -38,7 +38,6 @@ pub fn wait_reason(r: pb::WaitReason) -> &'static str {
         pb::WaitReason::ScreenStable => "screen_stable",
         pb::WaitReason::Prompt => "prompt",
         pb::WaitReason::Exited => "exited",
-        pb::WaitReason::ByteCap => "byte_cap",
         pb::WaitReason::Timeout => "timeout",
         pb::WaitReason::InputRequested => "input_requested",
         pb::WaitReason::AwaitingSecret => "awaiting_secret",

@@ -22,7 +22,9 @@ const DEFAULT_READ_BYTES: u64 = 64 << 10;
 /// Largest page an agent may ask for; beyond it, page with the cursor.
 const MAX_READ_BYTES: u64 = 1 << 20;
 
-fn read_budget(max_bytes: Option<u64>) -> Result<u64, String> {
+/// The page size `max_bytes` asks for: one meaning in every tool that takes
+/// it (reads, waits and runs), the same default and ceiling.
+pub(super) fn read_budget(max_bytes: Option<u64>) -> Result<u64, String> {
     match max_bytes {
         None | Some(0) => Ok(DEFAULT_READ_BYTES),
         Some(n) if n > MAX_READ_BYTES => Err(format!(

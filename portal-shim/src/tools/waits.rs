@@ -2,25 +2,25 @@
 
 use portal_proto::v1 as pb;
 
-use super::process::cursor_arg;
+use super::process::{cursor_arg, read_budget};
 use super::{Progress, Reply, Shim, by_id};
 use crate::args::{NewSource, RunArgs, Until, WaitArgs};
 use crate::results::Waited;
 
-fn condition(u: &Until) -> pb::WaitCondition {
-    pb::WaitCondition {
+fn condition(u: &Until) -> Result<pb::WaitCondition, String> {
+    Ok(pb::WaitCondition {
         needle: u.pattern.clone().unwrap_or_default(),
         regex: u.regex,
         on_screen: u.on_screen,
         stop: u.stop.clone(),
         settle_ms: u.settle_ms.unwrap_or(0),
         screen_stable: u.screen_stable,
-        max_bytes: u.max_bytes.unwrap_or(0),
+        max_bytes: read_budget(u.max_bytes)?,
         timeout_ms: u.timeout_ms.unwrap_or(0),
         snapshot: u.snapshot,
         input: u.on_input,
         raw_output: u.raw_output,
-    }
+    })
 }
 
 impl Shim {
@@ -36,7 +36,7 @@ impl Shim {
             proc: by_id(a.id),
             streams: streams.into_iter().map(Into::into).collect(),
             from,
-            until: Some(condition(&a.until)),
+            until: Some(condition(&a.until)?),
         };
         let call = self.call(Some(a.id), |mut c| {
             let req = req.clone();
@@ -53,7 +53,7 @@ impl Shim {
             proc: by_id(a.id),
             input: a.input,
             no_enter: !a.enter,
-            until: Some(condition(&a.until)),
+            until: Some(condition(&a.until)?),
         };
         let call = self.call_once(Some(a.id), |mut c| {
             let req = req.clone();

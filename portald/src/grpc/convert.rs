@@ -458,7 +458,6 @@ pub(crate) fn wait_pb(o: WaitOutcome) -> pb::WaitResponse {
         WaitReason::InputRequested => pb::WaitReason::InputRequested,
         WaitReason::AwaitingSecret => pb::WaitReason::AwaitingSecret,
         WaitReason::Exited => pb::WaitReason::Exited,
-        WaitReason::ByteCap => pb::WaitReason::ByteCap,
         WaitReason::Timeout => pb::WaitReason::Timeout,
     };
     let (matched, match_stream, match_offset) = match o.matched {
@@ -473,6 +472,7 @@ pub(crate) fn wait_pb(o: WaitOutcome) -> pb::WaitResponse {
         output: o.output,
         bytes: o.bytes,
         truncated: o.truncated,
+        began: Some(cursor_pb(&o.streams, o.began)),
         next: Some(cursor_pb(&o.streams, o.next)),
         effective_timeout_ms: u64::try_from(o.timeout.as_millis()).unwrap_or(u64::MAX),
         elapsed_ms: u64::try_from(o.elapsed.as_millis()).unwrap_or(u64::MAX),

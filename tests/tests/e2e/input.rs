@@ -244,3 +244,79 @@ async fn a_relay_to_a_socket_is_left_to_the_heuristic() {
     assert_eq!(r.prompt, "remote$ ");
     assert_eq!(r.input_source(), pb::InputSource::Heuristic, "{r:?}");
 }
+
+/// Issue 29: a paste of several lines comes back as the program's output
+/// alone, however the program echoed it: python3 reads it line by line
+/// (each later line echoed behind its prompt, after the output of the line
+/// before); sqlite3's line editor takes it as a bracketed paste and draws it
+/// twice (as it arrives, then redrawn from the prompt's column).
+#[tokio::test]
+async fn issue_29_a_pasted_block_comes_back_without_its_echo() {
+    let d = TestDaemon::start().await;
+    let mut rpc = d.rpc();
+    let py = start_pty(&mut rpc, "python3", &["-q"], 24, 80).await;
+    asks(&wait(&mut rpc, py.id).await, ">>> ");
+    let r = run(&mut rpc, py.id, "print(6 * 7)\nprint('ab' * 2)\nprint(sum(range(5)))").await;
+    asks(&r, ">>> ");
+    assert_eq!(r.output, "42\nabab\n10\n", "{r:?}");
+    let r = run(&mut rpc, py.id, "for i in range(3):\n    print(i * i)\n\nprint('done')").await;
+    asks(&r, ">>> ");
+    assert_eq!(r.output, "0\n1\n4\ndone\n", "{r:?}");
+
+    let sq = start_pty(&mut rpc, "sqlite3", &[], 24, 80).await;
+    asks(&wait(&mut rpc, sq.id).await, "sqlite> ");
+    let r = run(
+        &mut rpc,
+        sq.id,
+        "CREATE TABLE pets(name TEXT);\nINSERT INTO pets VALUES('rex');\nSELECT name || '!' FROM pets;",
+    )
+    .await;
+    asks(&r, "sqlite> ");
+    assert_eq!(r.output, "rex!\n", "{r:?}");
+    d.stop().await;
+}
+
+/// Issue 29: a wait across an editor's exit returns what was printed around
+/// the full-screen program (here nothing), never its redraws as text, and
+/// says that it exited.
+#[tokio::test]
+async fn issue_29_a_wait_across_vims_exit_has_no_redraws_in_its_output() {
+    let d = TestDaemon::start().await;
+    let mut rpc = d.rpc();
+    let dir = test_dir();
+    let file = dir.path().join("notes.txt");
+    let file_arg = file.to_str().unwrap();
+    let p = start_pty(&mut rpc, "vim", &["-u", "NONE", "-N", "-n", file_arg], 10, 40).await;
+    // Its first wait ends inside the alternate screen: the screen answers.
+    let first = wait(&mut rpc, p.id).await;
+    assert!(first.output_is_screen && first.prompt.is_empty(), "{first:?}");
+    let keys = ["i", "alpha line one", "Escape", ":wq", "Enter"]
+        .map(|k| pb::KeyInput { input: Some(pb::key_input::Input::Key(k.into())) });
+    let req = pb::SendKeysRequest { proc: by_id(p.id), keys: keys.to_vec() };
+    bounded("send keys", rpc.send_keys(req)).await.unwrap();
+    // Vim may read the terminal once more before it exits: wait for the exit.
+    let r =
+        wait_until(&mut rpc, p.id, pb::WaitCondition { input: Some(false), ..Default::default() })
+            .await;
+    assert_eq!((r.reason(), r.exit_code), (pb::WaitReason::Exited, Some(0)), "{r:?}");
+    assert!(!r.output_is_screen && !r.alternate_screen, "{r:?}");
+    for redraw in ["INSERT", "alpha line one", "written", "~"] {
+        assert!(!r.output.contains(redraw), "{redraw:?} in {:?}", r.output);
+    }
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "alpha line one\n");
+    // Asked for, the stream is still there as text.
+    let p = start_pty(&mut rpc, "vim", &["-u", "NONE", "-N", "-n", file_arg], 10, 40).await;
+    let keys =
+        [":q", "Enter"].map(|k| pb::KeyInput { input: Some(pb::key_input::Input::Key(k.into())) });
+    wait_screen(&mut rpc, p.id, "vim to show the file", |s| {
+        s.lines.first().is_some_and(|l| l == "alpha line one")
+    })
+    .await;
+    let req = pb::SendKeysRequest { proc: by_id(p.id), keys: keys.to_vec() };
+    bounded("send keys", rpc.send_keys(req)).await.unwrap();
+    let raw = pb::WaitCondition { raw_output: true, input: Some(false), ..Default::default() };
+    let r = wait_until(&mut rpc, p.id, raw).await;
+    assert_eq!(r.reason(), pb::WaitReason::Exited, "{r:?}");
+    assert!(r.output.contains("alpha line one"), "{r:?}");
+    d.stop().await;
+}

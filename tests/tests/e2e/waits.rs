@@ -1,5 +1,5 @@
 //! Server-side waits, runs and keys: needles across chunks, settle, screen
-//! stability, exits, byte caps, clamped timeouts, expect-style runs with
+//! stability, exits, page sizes, clamped timeouts, expect-style runs with
 //! shell integration, named keys, and terminal query replies.
 
 use portal_proto::v1 as pb;
@@ -140,7 +140,7 @@ async fn screen_stable_sees_through_a_spinner() {
 }
 
 #[tokio::test]
-async fn exit_byte_cap_and_clamped_timeouts_are_results() {
+async fn exit_page_size_and_clamped_timeouts_are_results() {
     let d =
         TestDaemon::start_with(|c| c.wait_ceiling = std::time::Duration::from_millis(300)).await;
     let mut rpc = d.rpc();
@@ -151,6 +151,8 @@ async fn exit_byte_cap_and_clamped_timeouts_are_results() {
         (pb::WaitReason::Exited, Some(7), pb::Status::Exited)
     );
     assert_eq!(r.output, "bye\n");
+    // max_bytes is a page size: the wait runs to its condition (here the
+    // exit) and keeps the newest text, saying where the rest begins.
     let p = start_pipes(&mut rpc, "seq", &["1", "100000"]).await;
     let r = wait(
         &mut rpc,
@@ -161,13 +163,16 @@ async fn exit_byte_cap_and_clamped_timeouts_are_results() {
         }),
     )
     .await;
-    assert_eq!(r.reason(), pb::WaitReason::ByteCap);
+    assert_eq!(r.reason(), pb::WaitReason::Exited, "{}", r.output);
     assert!(
-        r.bytes >= 1000 && r.output.len() <= 1000 && r.truncated,
+        r.bytes == 588_895 && r.output.len() <= 1000 && r.truncated,
         "{} bytes, {} output",
         r.bytes,
         r.output.len()
     );
+    assert!(r.output.ends_with("99999\n100000\n"), "{}", r.output);
+    let began = r.began.as_ref().map(|c| c.offsets.iter().map(|o| o.offset).collect::<Vec<_>>());
+    assert_eq!(began, Some(vec![0, 0]), "{r:?}");
     let p = start_pipes(&mut rpc, "sleep", &["30"]).await;
     let r = wait(
         &mut rpc,
