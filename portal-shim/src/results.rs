@@ -852,7 +852,8 @@ pub(crate) struct Waited {
     pub(crate) exit_signal: Option<i32>,
     /// The command's exit status (process_run in a bash Portal started).
     pub(crate) command_exit_code: Option<i32>,
-    /// A full-screen program is drawing (use process_screen).
+    /// A full-screen program is drawing (the alternate screen, or the main
+    /// screen taken over as top does): use process_screen.
     #[serde(skip_serializing_if = "is_false")]
     pub(crate) alternate_screen: bool,
     /// The screen, when asked for, down to its last written row.
@@ -918,7 +919,7 @@ impl Waited {
     /// (the cursor's row is a row of its screen), and a prompt is a line's
     /// end, not a screenful.
     pub(crate) fn new(id: u64, r: pb::WaitResponse, snapshot: bool) -> Self {
-        let full_screen = r.alternate_screen || r.output_is_screen;
+        let full_screen = r.alternate_screen || r.full_screen || r.output_is_screen;
         let prompt = (!r.prompt.is_empty() && !full_screen).then(|| {
             let chars: Vec<char> = r.prompt.chars().collect();
             chars[chars.len().saturating_sub(PROMPT_CHARS)..].iter().collect()
@@ -938,7 +939,7 @@ impl Waited {
             exit_code: r.exit_code,
             exit_signal: r.exit_signal,
             command_exit_code: r.command_exit_code,
-            alternate_screen: r.alternate_screen,
+            alternate_screen: full_screen,
             screen: snapshot.then(|| written_rows(r.screen)),
             matched_at_entry: r.matched_at_entry,
             effective_timeout_ms: r.effective_timeout_ms,

@@ -381,12 +381,12 @@ async fn big_output_is_bounded_and_pageable() {
     d.stop().await;
 }
 
-/// Issue 29: `max_bytes` is a page size in process_run as in process_read:
+/// `max_bytes` is a page size in process_run as in process_read:
 /// a command that prints more than it before its prompt returns still comes
 /// back at the prompt, with the newest `max_bytes` and a cursor that pages
 /// through all of it.
 #[tokio::test]
-async fn issue_29_a_run_longer_than_max_bytes_returns_at_its_prompt() {
+async fn a_run_longer_than_max_bytes_returns_at_its_prompt() {
     let (d, shim) = with_daemon().await;
     let (_, s) = shim
         .ok(

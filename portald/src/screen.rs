@@ -30,6 +30,16 @@
 //! never kill the process owner); unterminated OSC bodies are capped before
 //! they reach vte, which would otherwise buffer them without bound.
 //!
+//! Full screen: a program that uses the alternate screen is full-screen; so
+//! is one that takes the main screen over without it (top; curses programs
+//! under a terminal type without an alternate screen). [`Takeover`] follows
+//! that as the bytes are parsed: the program cleared the screen or homed the
+//! cursor, then painted down to the last row without scrolling, and it either
+//! hides the cursor or places it by absolute position (a repaint from the top
+//! counts). Once it owns the screen, a clear is a new page of it (top's help
+//! page). A shell after `clear` does none of this, and its first scroll ends
+//! any doubt: scrolling, a reset or a switch of screens ends a takeover.
+//!
 //! The thread ends when the [`Screen`] is dropped (the actor ended).
 
 use std::borrow::Cow;
@@ -70,6 +80,9 @@ pub(crate) struct Snapshot {
     pub(crate) cursor: (u16, u16),
     /// Alternate screen in use.
     pub(crate) alternate: bool,
+    /// A full-screen program draws: the alternate screen is in use, or a
+    /// program took the main screen over (see [`Takeover`]).
+    pub(crate) full_screen: bool,
     /// Window title.
     pub(crate) title: String,
     /// Bracketed paste enabled.
@@ -165,6 +178,7 @@ impl Pending {
 
 struct Model {
     parser: vt100::Parser<Callbacks>,
+    takeover: Takeover,
     replier: Option<Replier>,
     size: TermSize,
     osc: OscGuard,
@@ -203,13 +217,51 @@ impl Model {
     fn process(&mut self, bytes: &[u8]) {
         self.rendered += bytes.len() as u64;
         let filtered = self.osc.filter(bytes);
-        let parser = &mut self.parser;
-        if catch_unwind(AssertUnwindSafe(|| parser.process(&filtered))).is_err() {
-            self.rebuild("process");
+        // Parsed in pieces cut where the takeover needs to see the cursor:
+        // before a line feed while the screen is taken over, after a
+        // sequence that homes, clears, places or scrolls.
+        let mut start = 0;
+        // Where the sequence being scanned began (its ESC), when in this
+        // piece: what came before it is parsed and settled first, so the
+        // sequence sees the screen as painted up to it.
+        let mut seq_start = 0;
+        for (i, &b) in filtered.iter().enumerate() {
+            if b == 0x1b {
+                seq_start = i;
+            }
+            match self.takeover.scan(b) {
+                None => {}
+                Some(Event::Down) => {
+                    self.parse_piece(&filtered[start..i]);
+                    start = i;
+                    self.takeover.before_down(self.parser.screen());
+                }
+                Some(event) => {
+                    let from = seq_start.clamp(start, i);
+                    self.parse_piece(&filtered[start..from]);
+                    self.takeover.settle(self.parser.screen());
+                    self.parse_piece(&filtered[from..=i]);
+                    start = i + 1;
+                    self.takeover.after(event, self.parser.screen());
+                }
+            }
         }
+        self.parse_piece(&filtered[start..]);
+        self.takeover.settle(self.parser.screen());
         let replies = std::mem::take(&mut self.parser.callbacks_mut().replies);
         if let (false, Some(r)) = (replies.is_empty(), &self.replier) {
             r(replies);
+        }
+    }
+
+    /// Feeds bytes to vt100, rebuilding a blank screen if it panics.
+    fn parse_piece(&mut self, piece: &[u8]) {
+        if piece.is_empty() {
+            return;
+        }
+        let parser = &mut self.parser;
+        if catch_unwind(AssertUnwindSafe(|| parser.process(piece))).is_err() {
+            self.rebuild("process");
         }
     }
 
@@ -217,6 +269,7 @@ impl Model {
         tracing::warn!(proc = %self.id, during, "vt100 panicked; rebuilding a blank screen (the log is intact)");
         let title = std::mem::take(&mut self.parser.callbacks_mut().title);
         self.parser = new_parser(self.size, Callbacks { title, replies: Vec::new() });
+        self.takeover.paint = Paint::Off;
     }
 
     /// Parses everything pending. Must be called with the model lock held.
@@ -278,6 +331,11 @@ impl Model {
         if catch_unwind(AssertUnwindSafe(|| parser.set_size(rows, cols))).is_err() {
             self.rebuild("resize");
         }
+        // The painted screen was of the old size: it is full again once
+        // repainted down to the new last row.
+        if let Paint::On { bottom, .. } = &mut self.takeover.paint {
+            *bottom = false;
+        }
     }
 
     fn snapshot(&self) -> Snapshot {
@@ -288,6 +346,7 @@ impl Model {
             lines,
             cursor: s.cursor_position(),
             alternate: s.alternate_screen(),
+            full_screen: s.alternate_screen() || self.takeover.full_screen(s),
             title: self.parser.callbacks().title.clone(),
             bracketed_paste: s.bracketed_paste(),
             application_cursor: s.application_cursor(),
@@ -337,6 +396,7 @@ fn blank_model(id: ProcId, size: TermSize, from: u64) -> Model {
     let size = clamp(size);
     Model {
         parser: new_parser(size, Callbacks::default()),
+        takeover: Takeover::default(),
         replier: None,
         size,
         osc: OscGuard::default(),
@@ -379,6 +439,7 @@ impl Screen {
             wake: Condvar::new(),
             model: Mutex::new(Model {
                 parser: new_parser(size, Callbacks::default()),
+                takeover: Takeover::default(),
                 replier,
                 size,
                 osc: OscGuard::default(),
@@ -643,6 +704,222 @@ fn run(inner: &Inner) {
     }
 }
 
+/// Whether a program took the main screen over (see the module doc): a
+/// scanner of the escape sequences that matter, run on every parsed byte,
+/// and what they did to the cursor.
+#[derive(Default)]
+struct Takeover {
+    /// Where the scanner is in an escape sequence.
+    state: ScanState,
+    /// The CSI being read has a private marker (`?`).
+    private: bool,
+    /// Its parameters (the first few: the rest never matter here).
+    params: [u16; TAKEOVER_PARAMS],
+    /// How many of `params` are in use (the one being read included).
+    nparams: usize,
+    /// What the program did to the main screen.
+    paint: Paint,
+}
+
+/// CSI parameters kept by [`Takeover`]: modes come one or a few at a time
+/// (`?1049`, `?1;1049`); a longer list is still read, its tail ignored.
+const TAKEOVER_PARAMS: usize = 4;
+
+#[derive(Default, Clone, Copy, PartialEq, Eq)]
+enum ScanState {
+    #[default]
+    Ground,
+    Esc,
+    Csi,
+    /// An OSC, DCS, SOS, PM or APC string, until BEL or ST.
+    Str,
+    /// ESC inside a string.
+    StrEsc,
+}
+
+/// What the program did to the main screen.
+#[derive(Default, Clone, Copy, PartialEq, Eq, Debug)]
+enum Paint {
+    /// Nothing that takes it over (or it scrolled since).
+    #[default]
+    Off,
+    /// It cleared the screen or homed the cursor and has not scrolled since.
+    On {
+        /// It painted down to the last row.
+        bottom: bool,
+        /// It behaved as the screen's owner since: placed the cursor by
+        /// absolute position, repainted from the top, or hid the cursor over
+        /// the painted screen. A clear keeps it: a new page of the program
+        /// (top's help), not a shell's `clear`.
+        owned: bool,
+    },
+}
+
+/// A sequence [`Takeover`] acts on.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Event {
+    /// A line feed (LF, VT, FF, IND, NEL): scrolls at the last row.
+    Down,
+    /// CUP or HVP: homes the cursor or places it.
+    Place,
+    /// VPA: places the cursor on a row.
+    Row,
+    /// ED with its parameter.
+    Erase(u16),
+    /// SU: scrolls.
+    Scroll,
+    /// A switch between the main and the alternate screen, or a reset.
+    Switch,
+    /// The cursor shown or hidden, moved up, or restored: what was painted
+    /// before it is settled first, so that no split of the bytes changes
+    /// the outcome.
+    Move,
+}
+
+impl Takeover {
+    /// Scans one byte; returns the event it completes. Line feeds are
+    /// events only while the screen is taken over (else they cannot matter,
+    /// and bulk output is not cut into lines).
+    fn scan(&mut self, b: u8) -> Option<Event> {
+        match self.state {
+            ScanState::Ground => match b {
+                0x1b => self.state = ScanState::Esc,
+                b'\n' | 0x0b | 0x0c if self.paint != Paint::Off => return Some(Event::Down),
+                _ => {}
+            },
+            ScanState::Esc => {
+                self.state = ScanState::Ground;
+                match b {
+                    b'[' => self.enter_csi(),
+                    b']' | b'P' | b'X' | b'^' | b'_' => self.state = ScanState::Str,
+                    b'D' | b'E' if self.paint != Paint::Off => return Some(Event::Down),
+                    b'c' => return Some(Event::Switch),
+                    b'M' | b'8' => return Some(Event::Move),
+                    0x1b => self.state = ScanState::Esc,
+                    _ => {}
+                }
+            }
+            ScanState::Csi => match b {
+                b'0'..=b'9' => {
+                    let i = self.nparams.saturating_sub(1);
+                    if let Some(p) = self.params.get_mut(i) {
+                        *p = p.saturating_mul(10).saturating_add(u16::from(b - b'0'));
+                    }
+                }
+                b';' | b':' => self.nparams += 1,
+                b'?' | b'<' | b'=' | b'>' => self.private = true,
+                0x20..=0x2f => {}
+                0x40..=0x7e => {
+                    self.state = ScanState::Ground;
+                    return self.csi_final(b);
+                }
+                0x1b => self.state = ScanState::Esc,
+                // A control character inside a CSI is executed by vt100 as
+                // it would be outside; only line feeds matter here.
+                b'\n' | 0x0b | 0x0c if self.paint != Paint::Off => return Some(Event::Down),
+                _ => {}
+            },
+            ScanState::Str => match b {
+                0x07 => self.state = ScanState::Ground,
+                0x1b => self.state = ScanState::StrEsc,
+                _ => {}
+            },
+            ScanState::StrEsc => {
+                self.state = if b == b'\\' { ScanState::Ground } else { ScanState::Str };
+            }
+        }
+        None
+    }
+
+    fn enter_csi(&mut self) {
+        self.state = ScanState::Csi;
+        self.private = false;
+        self.params = [0; TAKEOVER_PARAMS];
+        self.nparams = 1;
+    }
+
+    fn csi_final(&mut self, b: u8) -> Option<Event> {
+        let used = &self.params[..self.nparams.min(TAKEOVER_PARAMS)];
+        match (b, self.private) {
+            (b'H' | b'f', false) => Some(Event::Place),
+            (b'd', false) => Some(Event::Row),
+            (b'J', false) => Some(Event::Erase(self.params[0])),
+            (b'S', false) => Some(Event::Scroll),
+            (b'A' | b'F' | b'r' | b'u', false) => Some(Event::Move),
+            (b'h' | b'l', true) if used.iter().any(|p| matches!(p, 47 | 1047 | 1049)) => {
+                Some(Event::Switch)
+            }
+            (b'h' | b'l', true) if used.contains(&25) => Some(Event::Move),
+            _ => None,
+        }
+    }
+
+    /// Before a line feed is parsed: at the last row it scrolls the screen,
+    /// which a painted screen never does.
+    fn before_down(&mut self, screen: &vt100::Screen) {
+        if !screen.alternate_screen() && on_last_row(screen) {
+            self.paint = Paint::Off;
+        }
+    }
+
+    /// After a sequence that homes, clears, places, scrolls or switches.
+    fn after(&mut self, event: Event, screen: &vt100::Screen) {
+        if event == Event::Switch {
+            self.paint = Paint::Off;
+            return;
+        }
+        if screen.alternate_screen() {
+            return;
+        }
+        let home = screen.cursor_position() == (0, 0);
+        self.paint = match (self.paint, event) {
+            (_, Event::Scroll) => Paint::Off,
+            // A cleared screen starts a new painting; its owner stays one.
+            (Paint::Off, Event::Erase(2)) => Paint::On { bottom: false, owned: false },
+            (Paint::Off, Event::Erase(0) | Event::Place) if home => {
+                Paint::On { bottom: false, owned: false }
+            }
+            (Paint::On { owned, .. }, Event::Erase(2)) => Paint::On { bottom: false, owned },
+            (Paint::On { owned, .. }, Event::Erase(0)) if home => {
+                Paint::On { bottom: false, owned }
+            }
+            // Back to the top of a screen painted to its end: a repaint.
+            (Paint::On { bottom: true, .. }, Event::Place) if home => {
+                Paint::On { bottom: true, owned: true }
+            }
+            (Paint::On { bottom, .. }, Event::Place | Event::Row) if !home => {
+                Paint::On { bottom, owned: true }
+            }
+            (paint, _) => paint,
+        };
+        self.settle(screen);
+    }
+
+    /// After a piece is parsed: note a cursor on the last row, and a cursor
+    /// hidden over the painted screen.
+    fn settle(&mut self, screen: &vt100::Screen) {
+        if let Paint::On { bottom, owned } = &mut self.paint
+            && !screen.alternate_screen()
+        {
+            *bottom |= on_last_row(screen);
+            *owned |= *bottom && screen.hide_cursor();
+        }
+    }
+
+    /// The main screen is taken over now.
+    fn full_screen(&self, screen: &vt100::Screen) -> bool {
+        match self.paint {
+            Paint::On { bottom, owned } => !screen.alternate_screen() && bottom && owned,
+            Paint::Off => false,
+        }
+    }
+}
+
+/// The cursor is on the screen's last row.
+fn on_last_row(screen: &vt100::Screen) -> bool {
+    screen.cursor_position().0.saturating_add(1) >= screen.size().0.get()
+}
+
 /// Caps OSC bodies before vte sees them (vte buffers an OSC body without
 /// bound until a terminator).
 #[derive(Default)]
@@ -738,6 +1015,69 @@ mod tests {
         assert!(skip_of(lines.replace("\r\n", "\n").as_bytes()).is_none());
         // Inside an open OSC nothing is plain text.
         assert!(scrolled_away(lines.as_bytes(), 24, false).is_none());
+    }
+
+    /// A screen of `rows` rows painted like top: home, clear, rows ended by
+    /// CR LF but the last, which ends the screen.
+    fn painted(rows: u16, hide: bool, frames: usize) -> Vec<u8> {
+        let mut out = Vec::new();
+        if hide {
+            out.extend_from_slice(b"\x1b[?25l");
+        }
+        out.extend_from_slice(b"\x1b[H\x1b[2J");
+        for frame in 0..frames {
+            if frame > 0 {
+                out.extend_from_slice(b"\x1b[H");
+            }
+            let rows: Vec<String> =
+                (0..rows).map(|r| format!("row {r} of {frame}\x1b[K")).collect();
+            out.extend_from_slice(rows.join("\r\n").as_bytes());
+        }
+        out
+    }
+
+    #[test]
+    fn a_program_painting_the_main_screen_is_full_screen_until_it_scrolls() {
+        let size = TermSize { rows: 6, cols: 20 };
+        let full = |bytes: &[u8]| {
+            let every = replay_every_byte(size, bytes, 1);
+            let whole = replay(ProcId(0), size, bytes, 0);
+            assert_eq!(every.full_screen, whole.full_screen, "any split gives the same");
+            whole.full_screen
+        };
+        // top: home, clear, every row, the cursor hidden.
+        let top = painted(6, true, 1);
+        assert!(full(&top));
+        assert!(!replay(ProcId(0), size, &top, 0).alternate);
+        // Repainting from the top in place takes it over with a cursor too.
+        assert!(!full(&painted(6, false, 1)), "one painting with the cursor shown");
+        assert!(full(&painted(6, false, 2)), "a repaint");
+        // Placing the cursor by position after a clear (curses without an
+        // alternate screen).
+        assert!(full(b"\x1b[H\x1b[2JEvery 1s\x1b[1;12Hnow\x1b[3;1Hout\x1b[6;20H"));
+        // Another page after a clear, the cursor shown (top's help).
+        let mut help = top.clone();
+        help.extend_from_slice(b"\x1b[?25h\x1b[H\x1b[2J");
+        help.extend_from_slice(b"Help\r\n\r\n\r\n\r\n\r\nType 'q' to continue \x1b[J");
+        assert!(full(&help));
+        // Quitting scrolls: no longer full-screen.
+        let mut quit = top.clone();
+        quit.extend_from_slice(b"\x1b[7;1H\r\n\x1b[?25h$ ");
+        assert!(!full(&quit));
+        // A shell after `clear` fills the screen line by line: never.
+        let mut shell = b"\x1b[H\x1b[2J\x1b[3J$ ".to_vec();
+        for i in 0..5 {
+            shell.extend_from_slice(format!("ls\r\nfile{i}\r\n$ ").as_bytes());
+        }
+        assert!(!full(&shell));
+        let mut cleared_again = painted(6, false, 1);
+        cleared_again.extend_from_slice(b"\x1b[H\x1b[2J$ ");
+        assert!(!full(&cleared_again), "a clear starts over");
+        // The alternate screen is full-screen; leaving it is not.
+        assert!(full(b"\x1b[?1049hvim"));
+        let mut back = top;
+        back.extend_from_slice(b"\x1b[?1049h\x1b[H\x1b[2Jless\x1b[?1049l");
+        assert!(!full(&back), "a switch of screens ends a takeover");
     }
 
     fn screen(rows: u16, cols: u16) -> Screen {

@@ -143,8 +143,8 @@ pub(crate) struct WaitSpec {
     pub(crate) snapshot: bool,
     /// Also end when the program waits for input.
     pub(crate) input: bool,
-    /// With the alternate screen in use at the end, return the byte stream
-    /// as text rather than the rendered screen.
+    /// With a full-screen program drawing at the end, return the byte
+    /// stream as text rather than the rendered screen.
     pub(crate) raw_output: bool,
     /// No cursor was given: start at the "read new" position and move it to
     /// where the wait ends.
@@ -241,8 +241,11 @@ pub(crate) struct WaitOutcome {
     pub(crate) prompt: String,
     /// The input state at the end (`None` for a process of an earlier daemon).
     pub(crate) input: Option<InputReport>,
-    /// `output` is the rendered alternate screen.
+    /// `output` is the rendered screen of a full-screen program.
     pub(crate) output_is_screen: bool,
+    /// A full-screen program draws at the end (the alternate screen, or the
+    /// main screen taken over): it has no prompt line.
+    pub(crate) full_screen: bool,
 }
 
 /// Mutable state of one wait.
@@ -684,30 +687,35 @@ impl<'a> Waiter<'a> {
             output.drain(..cut);
             truncated = true;
         }
-        let mut prompt = String::new();
-        if reason == WaitReason::Prompt {
+        let snap = if is_pty { Some(h.snapshot().await?) } else { None };
+        let full_screen = snap.as_ref().is_some_and(|s| s.full_screen);
+        // A full-screen program has no prompt line: its cursor's row is a row
+        // of its screen (a process row of top).
+        let prompt = if full_screen {
+            String::new()
+        } else if reason == WaitReason::Prompt {
             // The shell's prompt, drawn after its "command finished" mark.
-            prompt = take_prompt(&mut after_mark);
+            take_prompt(&mut after_mark)
         } else if matches!(reason, WaitReason::InputRequested | WaitReason::AwaitingSecret) {
-            prompt = take_prompt(&mut output);
-            if prompt.is_empty() {
-                prompt = current_prompt(h).await?.unwrap_or_default();
+            match take_prompt(&mut output) {
+                p if p.is_empty() => current_prompt(h).await?.unwrap_or_default(),
+                p => p,
             }
-        }
-        let mut output_is_screen = false;
-        let (alternate, screen) = if is_pty {
-            let snap = h.snapshot().await?;
-            if snap.alternate && !spec.raw_output {
-                // A full-screen program redraws: its byte stream is many copies
-                // of the same screen. What it shows is the answer.
-                output = screen_text(&snap.lines);
-                output_is_screen = true;
-                // Its "prompt" would be the end of a redraw, not a line.
-                prompt.clear();
-            }
-            (snap.alternate, if spec.snapshot { snap.lines } else { Vec::new() })
         } else {
-            (false, Vec::new())
+            String::new()
+        };
+        let mut output_is_screen = false;
+        let (alternate, screen) = match snap {
+            Some(snap) => {
+                if snap.full_screen && !spec.raw_output {
+                    // A full-screen program redraws: its byte stream is many
+                    // copies of the same screen. What it shows is the answer.
+                    output = screen_text(&snap.lines);
+                    output_is_screen = true;
+                }
+                (snap.alternate, if spec.snapshot { snap.lines } else { Vec::new() })
+            }
+            None => (false, Vec::new()),
         };
         let input = match self.input_seen {
             Some(r) => Some(r),
@@ -718,6 +726,7 @@ impl<'a> Waiter<'a> {
             prompt,
             input,
             output_is_screen,
+            full_screen,
             awaiting_secret,
             reason,
             matched,

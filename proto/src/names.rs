@@ -64,6 +64,7 @@ pub fn input_source(s: pb::InputSource) -> &'static str {
     match s {
         pb::InputSource::Kernel => "kernel",
         pb::InputSource::Heuristic => "heuristic",
+        pb::InputSource::KernelPrompt => "kernel_prompt",
         pb::InputSource::Unspecified => "none",
     }
 }

@@ -495,6 +495,7 @@ pub(crate) fn wait_pb(o: WaitOutcome) -> pb::WaitResponse {
             .map_or(pb::InputSource::Unspecified, |r| input_source_pb(r.source))
             .into(),
         output_is_screen: o.output_is_screen,
+        full_screen: o.full_screen,
     }
 }
 
@@ -514,6 +515,7 @@ pub(crate) fn input_source_pb(s: InputSource) -> pb::InputSource {
     match s {
         InputSource::Kernel => pb::InputSource::Kernel,
         InputSource::Heuristic => pb::InputSource::Heuristic,
+        InputSource::KernelPrompt => pb::InputSource::KernelPrompt,
     }
 }
 
@@ -686,6 +688,7 @@ pub(crate) fn snapshot_pb(h: &ProcHandle, s: Snapshot) -> pb::ScreenSnapshot {
         cursor_hidden: s.cursor_hidden,
         skipped_bytes: s.skipped_bytes,
         offset: s.offset,
+        full_screen: s.full_screen,
     }
 }
 

@@ -37,8 +37,8 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use super::holding::Holding;
-use super::input::{self, Facts, InputReport, InputSource, InputState};
-use super::probe::{self, InputTarget, Scope};
+use super::input::{self, Facts, InputReport, InputSource, InputState, Prompt};
+use super::probe::{self, InputTarget, Scope, Verdict};
 use super::spawn::{InputWriter, OutputEvent, Primary, Spawned};
 use super::{
     Attachment, Chunk, EndReason, LiveEvent, Origin, ProcError, ProcFacts, ProcHandle, ProcRequest,
@@ -628,6 +628,12 @@ impl ProcActor {
         };
         let output_unread =
             self.primary.as_ref().and_then(|p| p.as_raw_fd()).is_some_and(sys::readable_now);
+        // The screen is looked at only when the kernel's answer leaves the
+        // decision to the prompt.
+        let prompt = match probe.map(|p| p.verdict) {
+            Some(Verdict::Running | Verdict::Input | Verdict::Other) => Prompt::Absent,
+            Some(Verdict::EventLoop | Verdict::Unknown) | None => self.prompt_view().await,
+        };
         let w = &self.input_watch;
         let facts = Facts {
             probe,
@@ -636,11 +642,35 @@ impl ProcActor {
             pending: self.input.pending() > 0 || output_unread,
             since_output: w.last_output.elapsed(),
             secret: self.check_secret_prompt(),
-            unterminated: w.unterminated,
+            prompt,
+            output_since_input: w.last_input.is_none_or(|t| w.last_output > t),
         };
         let r = input::decide(&facts);
         self.shared.set_input(r);
         r
+    }
+
+    /// What the program shows where a prompt would be: on a PTY, from the
+    /// screen (text before the cursor on its row; a full-screen program has
+    /// no prompt line); on pipes, whether the last output ends a line.
+    async fn prompt_view(&self) -> Prompt {
+        let Some(screen) = &self.screen else {
+            return if self.input_watch.unterminated { Prompt::Drawn } else { Prompt::Absent };
+        };
+        let view = screen.view();
+        let snap = match view.try_snapshot() {
+            Some(snap) => snap,
+            None => match tokio::task::spawn_blocking(move || view.snapshot()).await {
+                Ok(snap) => snap,
+                Err(_) => return Prompt::Absent,
+            },
+        };
+        if snap.full_screen {
+            return Prompt::FullScreen;
+        }
+        let row = snap.lines.get(usize::from(snap.cursor.0)).map_or("", String::as_str);
+        let before: String = row.chars().take(usize::from(snap.cursor.1)).collect();
+        if before.trim().is_empty() { Prompt::Absent } else { Prompt::Drawn }
     }
 
     /// The sweep's input state: re-decided when something happened since

@@ -2,9 +2,15 @@
 //! the one decision that derives it from the kernel's answer
 //! ([`super::probe`]) and what the actor knows about recent input and output.
 //!
-//! The kernel decides first. The text heuristic (output quiet, the last line
-//! unterminated) serves only where the kernel cannot be asked, and says so
-//! ([`InputSource::Heuristic`]).
+//! The kernel decides first. A program that reads its input plainly waits
+//! for it once it slept again after the last input. A program in an event
+//! loop ([`Verdict::EventLoop`]: node, deno, bun, gdb) sleeps in the same
+//! call while a timer or an await runs, so it waits for input only once it
+//! has also drawn its prompt again: output came after the last input and
+//! the cursor is after text on its line ([`InputSource::KernelPrompt`]). A
+//! full-screen program has no prompt line; the kernel alone decides for it.
+//! The text heuristic (output quiet, a prompt drawn) serves only where the
+//! kernel cannot be asked, and says so ([`InputSource::Heuristic`]).
 
 use std::time::Duration;
 
@@ -81,6 +87,21 @@ pub(crate) enum InputSource {
     Kernel,
     /// Output quiet with the cursor after text.
     Heuristic,
+    /// The kernel saw an event loop watching the input, and the prompt
+    /// drawn again after the last input (or its absence) decided.
+    KernelPrompt,
+}
+
+/// What the program shows where a prompt would be.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Prompt {
+    /// The cursor is after text on its line (on pipes: the last output
+    /// does not end a line).
+    Drawn,
+    /// A full-screen program draws: it has no prompt line.
+    FullScreen,
+    /// The cursor starts a line: output, not a prompt.
+    Absent,
 }
 
 /// An input state and what decided it.
@@ -108,27 +129,58 @@ pub(crate) struct Facts {
     pub(crate) since_output: Duration,
     /// The terminal reads a line with echo off.
     pub(crate) secret: bool,
-    /// The last output does not end a line (the cursor is after text).
-    pub(crate) unterminated: bool,
+    /// What the program shows where a prompt would be.
+    pub(crate) prompt: Prompt,
+    /// Output arrived after the last input (or there was no input yet).
+    pub(crate) output_since_input: bool,
+}
+
+impl Facts {
+    /// A prompt was drawn after the last input, or the program is
+    /// full-screen (its whole screen is what it asks with).
+    fn prompt_again(&self) -> bool {
+        match self.prompt {
+            Prompt::FullScreen => true,
+            Prompt::Drawn => self.output_since_input,
+            Prompt::Absent => false,
+        }
+    }
 }
 
 /// The decision.
 pub(crate) fn decide(f: &Facts) -> InputReport {
     let kernel = |state| InputReport { state, source: InputSource::Kernel };
     let waiting = if f.secret { InputState::AwaitingSecret } else { InputState::AwaitingInput };
+    // It must have gone back to sleep after the last input reached it: a
+    // changed mark says it ran since; old enough input has surely arrived.
+    // Otherwise the input is still on its way.
+    let settled = |mark: u64| {
+        let consumed =
+            f.since_input.is_none_or(|t| t >= DELIVERY) || f.baseline.is_none_or(|b| b != mark);
+        consumed && !f.pending && f.since_output >= QUIET
+    };
     match f.probe.map(|p| (p.verdict, p.mark)) {
         Some((Verdict::Running, _)) => kernel(InputState::Running),
         Some((Verdict::Input, mark)) => {
-            // It must have gone back to sleep after the last input reached
-            // it: a changed mark says it ran since; old enough input has
-            // surely arrived. Otherwise the input is still on its way.
-            let consumed =
-                f.since_input.is_none_or(|t| t >= DELIVERY) || f.baseline.is_none_or(|b| b != mark);
-            if f.pending || f.since_output < QUIET || !consumed {
-                kernel(InputState::Running)
+            kernel(if settled(mark) { waiting } else { InputState::Running })
+        }
+        Some((Verdict::EventLoop, mark)) => {
+            let state = if !settled(mark) {
+                InputState::Running
+            } else if f.prompt == Prompt::FullScreen || f.secret {
+                // Keys drive a full-screen program; a line read with echo
+                // off is read by the terminal's line discipline.
+                return kernel(waiting);
+            } else if f.prompt_again() {
+                waiting
+            } else if f.since_output < IDLE_QUIET {
+                // Busy awaiting something (a timer, a promise) it started
+                // for the input: a run goes on.
+                InputState::Running
             } else {
-                kernel(waiting)
-            }
+                InputState::Idle
+            };
+            InputReport { state, source: InputSource::KernelPrompt }
         }
         Some((Verdict::Other, _)) => {
             kernel(if f.since_output < IDLE_QUIET { InputState::Running } else { InputState::Idle })
@@ -136,7 +188,7 @@ pub(crate) fn decide(f: &Facts) -> InputReport {
         Some((Verdict::Unknown, _)) | None => {
             let state = if f.pending || f.since_output < HEURISTIC_QUIET {
                 InputState::Running
-            } else if f.unterminated || f.secret {
+            } else if f.prompt_again() || f.secret {
                 waiting
             } else if f.since_output < IDLE_QUIET {
                 InputState::Running
@@ -160,7 +212,8 @@ mod tests {
             pending: false,
             since_output: Duration::from_secs(1),
             secret: false,
-            unterminated: true,
+            prompt: Prompt::Drawn,
+            output_since_input: true,
         }
     }
 
@@ -196,6 +249,37 @@ mod tests {
     }
 
     #[test]
+    fn an_event_loop_waits_only_once_its_prompt_is_drawn_again() {
+        let by_prompt = |state| InputReport { state, source: InputSource::KernelPrompt };
+        // Just after the input: woke (the mark moved), echoed the line, and
+        // sleeps again while its timer runs.
+        let awaiting = Facts {
+            baseline: Some(6),
+            since_input: Some(Duration::from_millis(20)),
+            prompt: Prompt::Absent,
+            since_output: Duration::from_millis(100),
+            ..facts(Some(Verdict::EventLoop))
+        };
+        assert_eq!(decide(&awaiting), by_prompt(InputState::Running), "a busy await");
+        let long = Facts { since_output: IDLE_QUIET, ..awaiting };
+        assert_eq!(decide(&long), by_prompt(InputState::Idle), "never waiting without a prompt");
+        let answered = Facts { prompt: Prompt::Drawn, ..awaiting };
+        assert_eq!(decide(&answered), by_prompt(InputState::AwaitingInput));
+        // The old prompt still on the screen, nothing printed since the input.
+        let stale = Facts { output_since_input: false, ..answered };
+        assert_eq!(decide(&stale), by_prompt(InputState::Running));
+        // Keys drive a full-screen program: the kernel alone decides.
+        let full = Facts { prompt: Prompt::FullScreen, output_since_input: false, ..awaiting };
+        assert_eq!(
+            decide(&full),
+            InputReport { state: InputState::AwaitingInput, source: InputSource::Kernel }
+        );
+        // A plain read of the input needs no prompt.
+        let plain = Facts { probe: Some(Probe { verdict: Verdict::Input, mark: 7 }), ..stale };
+        assert_eq!(decide(&plain).state, InputState::AwaitingInput);
+    }
+
+    #[test]
     fn without_the_kernel_the_heuristic_says_so() {
         let r = decide(&facts(None));
         assert_eq!(
@@ -203,7 +287,7 @@ mod tests {
             InputReport { state: InputState::AwaitingInput, source: InputSource::Heuristic }
         );
         let line_done = Facts {
-            unterminated: false,
+            prompt: Prompt::Absent,
             since_output: IDLE_QUIET,
             ..facts(Some(Verdict::Unknown))
         };

@@ -346,7 +346,7 @@ pub(crate) struct Shared {
     pub(crate) read_cursors: Mutex<[u64; 3]>,
     /// The last decided input state ([`InputState::to_u8`]; 0 = never).
     pub(crate) input_state: AtomicU8,
-    /// Its source: 1 kernel, 2 heuristic.
+    /// Its source: 1 kernel, 2 heuristic, 3 kernel and prompt.
     pub(crate) input_source: AtomicU8,
     /// Monotonic ns of the last output (0 = none since this daemon has it).
     pub(crate) last_output_ns: AtomicI64,
@@ -395,6 +395,7 @@ impl Shared {
         let state = InputState::from_u8(self.input_state.load(Ordering::Acquire))?;
         let source = match self.input_source.load(Ordering::Acquire) {
             2 => InputSource::Heuristic,
+            3 => InputSource::KernelPrompt,
             _ => InputSource::Kernel,
         };
         Some(InputReport { state, source })
@@ -412,6 +413,7 @@ impl Shared {
         let source = match r.source {
             InputSource::Kernel => 1,
             InputSource::Heuristic => 2,
+            InputSource::KernelPrompt => 3,
         };
         let old_source = self.input_source.swap(source, Ordering::AcqRel);
         if old != r.state.to_u8() || old_source != source {

@@ -9,6 +9,14 @@
 //! the program's memory (`/proc/<pid>/mem`, allowed because portald is the
 //! program's ancestor), `epoll` sets from `/proc/<pid>/fdinfo/<epfd>`.
 //!
+//! Two kinds of input wait are told apart. A plain one reads the input, or
+//! watches it alone (readline's `pselect6` on fd 0, `read`): the program
+//! has nothing else to wait for. An event loop watches the input among
+//! other fds (node's epoll set holds the terminal, an eventfd and a pipe;
+//! its timers are the call's timeout), and sleeps there just the same while
+//! a timer or an await runs: [`Verdict::EventLoop`], on which the kernel
+//! alone cannot say that the program waits for someone to type.
+//!
 //! A probe also returns a *mark*: the group, and its leader's main thread
 //! with how many times it has left a CPU. The actor takes a mark before
 //! each write ([`mark`]: a few small reads, no scan); a later probe with
@@ -57,8 +65,13 @@ pub(crate) enum Scope {
 pub(crate) enum Verdict {
     /// Some task is runnable, or the group is changing under the probe.
     Running,
-    /// A task sleeps reading the input and none is runnable.
+    /// A task sleeps reading the input, or watching it alone, and none is
+    /// runnable.
     Input,
+    /// A task sleeps in an event loop that watches the input among other
+    /// fds (timers, wake-up fds, pipes), none reads it plainly and none is
+    /// runnable: it may be awaiting a timer or a promise just as well.
+    EventLoop,
     /// Every task sleeps on something else (a timer, the network, a child).
     Other,
     /// The kernel could not be asked, or the program relays its input to
@@ -194,6 +207,7 @@ pub(crate) fn probe(scope: Scope, target: InputTarget, max_age: Duration) -> Pro
     }
     let mut running = false;
     let mut input = false;
+    let mut event_loop = false;
     let mut unknown = false;
     let mut relay = false;
     for pid in members {
@@ -216,6 +230,7 @@ pub(crate) fn probe(scope: Scope, target: InputTarget, max_age: Duration) -> Pro
                 Ok(Some(Syscall::Blocked { nr, args })) => {
                     match watches_input(pid, tid, nr, args, target) {
                         Waits::Input => input = true,
+                        Waits::EventLoop => event_loop = true,
                         Waits::Relay => relay = true,
                         Waits::Other => {}
                     }
@@ -229,6 +244,8 @@ pub(crate) fn probe(scope: Scope, target: InputTarget, max_age: Duration) -> Pro
         Verdict::Running
     } else if input {
         Verdict::Input
+    } else if event_loop {
+        Verdict::EventLoop
     } else if unknown || relay {
         Verdict::Unknown
     } else {
@@ -322,8 +339,10 @@ fn members(scope: Scope, max_age: Duration) -> Vec<u32> {
 enum Waits {
     /// Not the input.
     Other,
-    /// The input, and nothing that speaks for another program.
+    /// The input alone (or a read of it).
     Input,
+    /// The input among other fds that are not sockets: an event loop.
+    EventLoop,
     /// The input and a socket at once: a relay (ssh, `docker exec`) whose
     /// real program is elsewhere, so the kernel cannot say whether *that*
     /// program waits.
@@ -357,17 +376,20 @@ fn watches_input(pid: u32, tid: u32, nr: u64, args: [u64; 6], target: InputTarge
     };
     let mut input = false;
     let mut socket = false;
+    let mut other = false;
     for fd in fds {
         match fd_kind(pid, fd, target) {
             FdKind::Input => input = true,
             FdKind::Socket => socket = true,
-            FdKind::Other => {}
+            FdKind::Other => other = true,
+            FdKind::Gone => {}
         }
     }
-    match (input, socket) {
-        (true, true) => Waits::Relay,
-        (true, false) => Waits::Input,
-        (false, _) => Waits::Other,
+    match (input, socket, other) {
+        (true, true, _) => Waits::Relay,
+        (true, false, true) => Waits::EventLoop,
+        (true, false, false) => Waits::Input,
+        (false, ..) => Waits::Other,
     }
 }
 
@@ -396,15 +418,17 @@ enum FdKind {
     Socket,
     /// Anything else (a timer, an eventfd, another pipe).
     Other,
+    /// Not open (closed since the call began): it watches nothing.
+    Gone,
 }
 
 /// What fd `fd` of `pid` is.
 fn fd_kind(pid: u32, fd: i64, target: InputTarget) -> FdKind {
     if fd < 0 {
-        return FdKind::Other;
+        return FdKind::Gone;
     }
     let Ok(meta) = std::fs::metadata(format!("/proc/{pid}/fd/{fd}")) else {
-        return FdKind::Other;
+        return FdKind::Gone;
     };
     let ty = meta.file_type();
     let input = match target {

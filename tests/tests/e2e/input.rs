@@ -1,7 +1,9 @@
 //! Input state: runs and waits end the moment a program asks for input, on
-//! any prompt (its usual one or a question), from what the kernel says; a
-//! busy program is never taken for a waiting one; start-then-wait keeps the
-//! first line; waits share the "read new" position.
+//! any prompt (its usual one or a question), from what the kernel says (and,
+//! for a program in an event loop, the prompt it draws again); a busy
+//! program is never taken for a waiting one, nor one awaiting a timer in its
+//! event loop; start-then-wait keeps the first line; waits share the "read
+//! new" position.
 
 use portal_proto::v1 as pb;
 use portal_tests::*;
@@ -24,11 +26,22 @@ async fn wait_until(rpc: &mut Rpc, id: u64, until: pb::WaitCondition) -> pb::Wai
     bounded("wait", rpc.wait(req)).await.unwrap().into_inner()
 }
 
+/// It waits for input at `prompt`, as the kernel says: a plain read.
 fn asks(r: &pb::WaitResponse, prompt: &str) {
+    asks_from(r, prompt, pb::InputSource::Kernel);
+}
+
+/// It waits for input at `prompt`, as the kernel and the prompt drawn again
+/// say together: an event loop.
+fn asks_in_event_loop(r: &pb::WaitResponse, prompt: &str) {
+    asks_from(r, prompt, pb::InputSource::KernelPrompt);
+}
+
+fn asks_from(r: &pb::WaitResponse, prompt: &str, source: pb::InputSource) {
     assert_eq!(r.reason(), pb::WaitReason::InputRequested, "{r:?}");
     assert_eq!(r.prompt.trim_end(), prompt.trim_end(), "{r:?}");
     assert_eq!(r.input_state(), pb::InputState::AwaitingInput, "{r:?}");
-    assert_eq!(r.input_source(), pb::InputSource::Kernel, "{r:?}");
+    assert_eq!(r.input_source(), source, "{r:?}");
     assert!(
         !r.output.contains(prompt.trim_end()) || prompt.trim().is_empty(),
         "prompt left in the output: {r:?}"
@@ -74,9 +87,10 @@ async fn gdb_quit_confirmation_is_a_prompt() {
     let d = TestDaemon::start().await;
     let mut rpc = d.rpc();
     let p = start_pty(&mut rpc, "gdb", &["-q", "-nx", "--args", "sleep", "100"], 24, 80).await;
-    asks(&wait(&mut rpc, p.id).await, "(gdb) ");
+    // gdb polls the terminal among its own pipes: an event loop.
+    asks_in_event_loop(&wait(&mut rpc, p.id).await, "(gdb) ");
     let r = run(&mut rpc, p.id, "starti").await;
-    asks(&r, "(gdb) ");
+    asks_in_event_loop(&r, "(gdb) ");
     assert!(r.output.contains("Program stopped"), "{r:?}");
     let r = run(&mut rpc, p.id, "quit").await;
     assert_eq!(r.reason(), pb::WaitReason::InputRequested, "{r:?}");
@@ -127,9 +141,9 @@ async fn node_repl_waits_in_epoll_and_is_seen_waiting() {
     let d = TestDaemon::start().await;
     let mut rpc = d.rpc();
     let p = start_pty(&mut rpc, "node", &[], 24, 80).await;
-    asks(&wait(&mut rpc, p.id).await, "> ");
+    asks_in_event_loop(&wait(&mut rpc, p.id).await, "> ");
     let r = run(&mut rpc, p.id, "6 * 7").await;
-    asks(&r, "> ");
+    asks_in_event_loop(&r, "> ");
     assert!(r.output.contains("42"), "{r:?}");
 }
 
@@ -245,13 +259,13 @@ async fn a_relay_to_a_socket_is_left_to_the_heuristic() {
     assert_eq!(r.input_source(), pb::InputSource::Heuristic, "{r:?}");
 }
 
-/// Issue 29: a paste of several lines comes back as the program's output
+/// A paste of several lines comes back as the program's output
 /// alone, however the program echoed it: python3 reads it line by line
 /// (each later line echoed behind its prompt, after the output of the line
 /// before); sqlite3's line editor takes it as a bracketed paste and draws it
 /// twice (as it arrives, then redrawn from the prompt's column).
 #[tokio::test]
-async fn issue_29_a_pasted_block_comes_back_without_its_echo() {
+async fn a_pasted_block_comes_back_without_its_echo() {
     let d = TestDaemon::start().await;
     let mut rpc = d.rpc();
     let py = start_pty(&mut rpc, "python3", &["-q"], 24, 80).await;
@@ -276,11 +290,11 @@ async fn issue_29_a_pasted_block_comes_back_without_its_echo() {
     d.stop().await;
 }
 
-/// Issue 29: a wait across an editor's exit returns what was printed around
+/// A wait across an editor's exit returns what was printed around
 /// the full-screen program (here nothing), never its redraws as text, and
 /// says that it exited.
 #[tokio::test]
-async fn issue_29_a_wait_across_vims_exit_has_no_redraws_in_its_output() {
+async fn a_wait_across_vims_exit_has_no_redraws_in_its_output() {
     let d = TestDaemon::start().await;
     let mut rpc = d.rpc();
     let dir = test_dir();
@@ -319,4 +333,66 @@ async fn issue_29_a_wait_across_vims_exit_has_no_redraws_in_its_output() {
     assert_eq!(r.reason(), pb::WaitReason::Exited, "{r:?}");
     assert!(r.output.contains("alpha line one"), "{r:?}");
     d.stop().await;
+}
+
+#[tokio::test]
+async fn node_top_level_await_ends_on_its_value_not_while_it_awaits() {
+    let d = TestDaemon::start().await;
+    let mut rpc = d.rpc();
+    let p = start_pty(&mut rpc, "node", &[], 24, 80).await;
+    asks_in_event_loop(&wait(&mut rpc, p.id).await, "> ");
+    let define =
+        "const answer = () => new Promise(r => setTimeout(() => r('forty' + '-two'), 1500))";
+    asks_in_event_loop(&run(&mut rpc, p.id, define).await, "> ");
+    // node waits in epoll_wait with the terminal among its fds while the
+    // timer runs: only the prompt drawn again says it waits for input.
+    let r = run(&mut rpc, p.id, "await answer()").await;
+    asks_in_event_loop(&r, "> ");
+    assert!(r.output.contains("'forty-two'"), "the run ended before the value: {r:?}");
+}
+
+#[tokio::test]
+async fn python_asyncio_repl_await_ends_on_its_value() {
+    let d = TestDaemon::start().await;
+    let mut rpc = d.rpc();
+    let p = start_pty(&mut rpc, "python3", &["-m", "asyncio"], 24, 80).await;
+    // Its banner shows `>>> import asyncio`, typed by the REPL itself.
+    let r = wait(&mut rpc, p.id).await;
+    assert_eq!((r.reason(), r.prompt.as_str()), (pb::WaitReason::InputRequested, ">>> "), "{r:?}");
+    // The loop runs on the main thread, the REPL reads on another: while it
+    // awaits, no task reads the terminal.
+    let r = run(&mut rpc, p.id, "await asyncio.sleep(2, result='sl' + 'ept')").await;
+    asks(&r, ">>> ");
+    assert!(r.output.contains("'slept'"), "the run ended before the value: {r:?}");
+}
+
+#[tokio::test]
+async fn ipython_autoawait_ends_on_its_value() {
+    let d = TestDaemon::start().await;
+    let mut rpc = d.rpc();
+    let args =
+        ["--no-banner", "--colors=NoColor", "--no-confirm-exit", "--HistoryManager.enabled=False"];
+    let p = start_pty(&mut rpc, "ipython3", &args, 24, 80).await;
+    // prompt_toolkit watches the terminal beside a socket (its loop's
+    // wake-up), which reads as a relay: the heuristic decides, from the
+    // prompt drawn again.
+    let r = wait(&mut rpc, p.id).await;
+    assert_eq!(
+        (r.reason(), r.prompt.as_str()),
+        (pb::WaitReason::InputRequested, "In [1]: "),
+        "{r:?}"
+    );
+    let r = run(&mut rpc, p.id, "import asyncio").await;
+    assert_eq!(
+        (r.reason(), r.prompt.as_str()),
+        (pb::WaitReason::InputRequested, "In [2]: "),
+        "{r:?}"
+    );
+    let r = run(&mut rpc, p.id, "await asyncio.sleep(2, result='sl' + 'ept')").await;
+    assert_eq!(
+        (r.reason(), r.prompt.as_str()),
+        (pb::WaitReason::InputRequested, "In [3]: "),
+        "{r:?}"
+    );
+    assert!(r.output.contains("'slept'"), "the run ended before the value: {r:?}");
 }

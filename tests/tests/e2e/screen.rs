@@ -81,3 +81,45 @@ async fn pipe_processes_have_no_screen() {
     assert!(err.message().contains("runs on pipes, not a PTY"), "{}", err.message());
     d.stop().await;
 }
+
+#[tokio::test]
+async fn top_paints_the_main_screen_and_is_full_screen() {
+    let d = TestDaemon::start().await;
+    let mut rpc = d.rpc();
+    // top clears and paints the main screen (no alternate screen), hides the
+    // cursor and repaints from the top: a full-screen program all the same.
+    let p = start_pty(&mut rpc, "top", &["-d", "1"], 24, 80).await;
+    let req = pb::WaitRequest { proc: by_id(p.id), ..Default::default() };
+    let r = bounded("top's first screen", rpc.wait(req)).await.unwrap().into_inner();
+    assert_eq!(r.reason(), pb::WaitReason::InputRequested, "{r:?}");
+    assert!(!r.alternate_screen, "{r:?}");
+    assert!(r.full_screen, "{r:?}");
+    assert!(r.output_is_screen, "the answer is its screen: {r:?}");
+    assert!(r.output.starts_with("top - "), "{r:?}");
+    assert!(r.output.lines().count() <= 24, "one screen, not every repaint: {r:?}");
+    assert_eq!(r.prompt, "", "a process row is not a prompt: {r:?}");
+    // A key: the answer is the screen it drew.
+    let req = pb::RunRequest {
+        proc: by_id(p.id),
+        input: "h".into(),
+        no_enter: true,
+        ..Default::default()
+    };
+    let r = bounded("top's help", rpc.run(req)).await.unwrap().into_inner();
+    assert_eq!(r.reason(), pb::WaitReason::InputRequested, "{r:?}");
+    assert!(r.output_is_screen, "{r:?}");
+    assert!(r.output.contains("Help for Interactive Commands"), "{r:?}");
+    assert_eq!(r.prompt, "", "{r:?}");
+    write(&mut rpc, p.id, b"q").await;
+    wait_screen(&mut rpc, p.id, "top back from its help", |s| {
+        s.lines.first().is_some_and(|l| l.starts_with("top - "))
+    })
+    .await;
+    assert!(screen(&mut rpc, p.id).await.full_screen);
+    write(&mut rpc, p.id, b"q").await;
+    wait_exit(&mut rpc, p.id).await;
+    // Leaving, it scrolls past its last row: the screen is a terminal's again.
+    let after = screen(&mut rpc, p.id).await;
+    assert!(!after.full_screen, "{:#?}", after.lines);
+    d.stop().await;
+}
