@@ -1035,7 +1035,7 @@ pub(crate) struct AgentsWatched {
 pub(crate) struct AgentOutcome {
     /// Process id.
     pub(crate) id: u64,
-    /// reached, timeout, exited, vanished or stopped.
+    /// reached, timeout, exited, vanished, stopped or not_an_agent.
     pub(crate) outcome: String,
     /// Its state when the call returned.
     pub(crate) state: String,
@@ -1043,7 +1043,7 @@ pub(crate) struct AgentOutcome {
     pub(crate) sent: Option<bool>,
     /// For agent_send: an earlier call with the same key typed it.
     pub(crate) deduplicated: Option<bool>,
-    /// Why not sent.
+    /// Why not sent; for not_an_agent, what to do instead.
     pub(crate) detail: Option<String>,
     /// For agent_send: the dialog that stopped it (answer it with
     /// process_send_keys, then send again).
