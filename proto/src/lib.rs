@@ -13,6 +13,7 @@
 //!   machine's portald over the system `ssh` (`portal-cli dial-stdio`).
 //! - [`paths`]: where the socket, the database and the daemon log live.
 //! - [`names`]: the lowercase names clients show for the wire's enums.
+//! - [`waits`]: one wait on several processes (the first to end, or all).
 
 pub mod client;
 pub mod dial;
@@ -23,6 +24,7 @@ pub mod osc3008;
 pub mod paths;
 pub mod ssh;
 pub mod transport;
+pub mod waits;
 pub mod workspace;
 
 /// Generated protobuf messages and gRPC stubs for package `portal.v1`.
