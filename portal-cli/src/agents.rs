@@ -354,7 +354,14 @@ pub(crate) async fn agents(client: &Client, a: AgentsArgs) -> Outcome {
             } else {
                 for x in &r.results {
                     let st = x.agent.as_ref().map_or("unknown", |a| names::agent_state(a.state()));
-                    println!("{}: {} ({st})", x.id, names::agent_wait_outcome(x.outcome()));
+                    if x.outcome() == pb::AgentWaitOutcome::NotAnAgent {
+                        println!(
+                            "{}: not_an_agent: no coding agent runs in it; wait for the program with `portal-cli wait {}`",
+                            x.id, x.id
+                        );
+                    } else {
+                        println!("{}: {} ({st})", x.id, names::agent_wait_outcome(x.outcome()));
+                    }
                 }
             }
             if ok { Ok(()) } else { Err(Failure::Silent) }

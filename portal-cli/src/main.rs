@@ -158,7 +158,8 @@ enum Command {
         #[command(flatten)]
         out: JsonFlag,
     },
-    /// Wait until output matches, settles, the screen is stable, or the process ends.
+    /// Wait until output matches, settles, the screen is stable, or the process ends;
+    /// given several processes, until the first of them does (--all: each).
     Wait(waits::WaitArgs),
     /// Type a command and wait for its result: portal-cli run P -- INPUT
     Run(waits::RunArgs),
@@ -275,7 +276,8 @@ impl Command {
             | Command::Attach { proc }
             | Command::SendKeys { proc, .. } => Some(proc),
             Command::Read(a) => Some(&mut a.proc),
-            Command::Wait(a) => Some(&mut a.proc),
+            // A host prefix on the first process names the host of all.
+            Command::Wait(a) => a.procs.first_mut(),
             Command::Run(a) => Some(&mut a.proc),
             Command::Export(a) => Some(&mut a.proc),
             Command::Replay(a) => Some(&mut a.proc),

@@ -9,6 +9,7 @@ use clap::Args;
 use portal_proto::client::Client;
 use portal_proto::names;
 use portal_proto::v1 as pb;
+use portal_proto::waits::{self, Mode};
 use serde_json::json;
 
 use crate::fmt::{self, print_json};
@@ -77,10 +78,15 @@ impl UntilArgs {
 /// Arguments of `wait`.
 #[derive(Debug, Args)]
 pub(crate) struct WaitArgs {
-    /// Process id or name.
-    #[arg(add = clap_complete::ArgValueCompleter::new(crate::complete::procs))]
-    pub(crate) proc: String,
-    /// Count output from the start of its history, not only from now.
+    /// Process ids or names; with several, the wait ends when the first one
+    /// ends (or, with --all, each), and says which and why.
+    #[arg(required = true, add = clap_complete::ArgValueCompleter::new(crate::complete::procs))]
+    pub(crate) procs: Vec<String>,
+    /// With several processes: wait until every one's wait ended.
+    #[arg(long)]
+    all: bool,
+    /// Count output from the start of its history, not only from now (one
+    /// process).
     #[arg(long)]
     from_start: bool,
     #[command(flatten)]
@@ -195,6 +201,9 @@ pub(crate) fn report(r: &pb::WaitResponse, out: JsonFlag, wanted_match: bool) ->
 
 /// `wait`.
 pub(crate) async fn wait(client: &Client, a: WaitArgs) -> Outcome {
+    if a.procs.len() > 1 {
+        return wait_many(client, a).await;
+    }
     let from = a.from_start.then(|| pb::Cursor {
         offsets: [pb::Stream::Stdout, pb::Stream::Stderr]
             .iter()
@@ -202,13 +211,98 @@ pub(crate) async fn wait(client: &Client, a: WaitArgs) -> Outcome {
             .collect(),
     });
     let req = pb::WaitRequest {
-        proc: proc_ref(&a.proc),
+        proc: a.procs.first().and_then(|p| proc_ref(p)),
         streams: vec![],
         from,
         until: Some(a.until.condition()),
     };
     let r = client.rpc().wait(req).await?.into_inner();
     report(&r, a.out, a.until.needle.is_some())
+}
+
+/// `wait` on several processes: a block per process (stdout), as `wait`
+/// on it alone prints it, and a last line naming the one that ended the
+/// wait. Exit 0 when that one (or, with --all, every one) reached what was
+/// asked.
+async fn wait_many(client: &Client, a: WaitArgs) -> Outcome {
+    if a.from_start {
+        return Err(Failure::Failed(anyhow::anyhow!(
+            "--from-start takes one process: each of several starts where it was last read"
+        )));
+    }
+    let mode = if a.all { Mode::All } else { Mode::Any };
+    let procs: Vec<pb::ProcRef> = a.procs.iter().filter_map(|p| proc_ref(p)).collect();
+    let r = waits::wait_many(&client.rpc(), &procs, &[], &a.until.condition(), mode).await?;
+    let wanted_match = a.until.needle.is_some();
+    let label = |w: &waits::Waited| {
+        if w.name.is_empty() { w.id.to_string() } else { format!("{} {:?}", w.id, w.name) }
+    };
+    let ended_by = r.ended_by.and_then(|i| r.results.get(i));
+    if a.out.json {
+        print_json(&json!({
+            "ended_by": ended_by.map(|w| w.id),
+            "results": r.results.iter().map(|w| {
+                let mut v = json!({"id": w.id, "reason": "pending"});
+                if !w.name.is_empty() {
+                    v["name"] = json!(w.name);
+                }
+                if let Some(x) = &w.response {
+                    v["reason"] = json!(names::wait_reason(x.reason()));
+                    v["status"] = json!(names::status(x.status()));
+                    for (k, val) in [
+                        ("output", (!x.output.is_empty()).then(|| json!(x.output))),
+                        ("prompt", (!x.prompt.is_empty()).then(|| json!(x.prompt))),
+                        ("matched", (!x.matched.is_empty()).then(|| json!(x.matched))),
+                        ("exit_code", x.exit_code.map(|c| json!(c))),
+                        ("exit_signal", x.exit_signal.map(|s| json!(s))),
+                    ] {
+                        if let Some(val) = val {
+                            v[k] = val;
+                        }
+                    }
+                }
+                v
+            }).collect::<Vec<_>>(),
+        }));
+    } else {
+        for w in &r.results {
+            println!("── {} ──", label(w));
+            match &w.response {
+                Some(x) => {
+                    print!("{}", x.output);
+                    if !x.output.is_empty() && !x.output.ends_with('\n') {
+                        println!();
+                    }
+                    let mut line = format!("[{}", names::wait_reason(x.reason()));
+                    if !x.prompt.is_empty() {
+                        line.push_str(&format!(" {:?}", x.prompt));
+                    }
+                    match (x.exit_code, x.exit_signal) {
+                        (Some(c), _) => line.push_str(&format!(", exit {c}")),
+                        (None, Some(s)) => line.push_str(&format!(", signal {s}")),
+                        _ => {}
+                    }
+                    line.push_str(&format!(" after {}]", fmt::short_duration(x.elapsed_ms)));
+                    println!("{line}");
+                }
+                None => println!("[pending: still waiting when the wait ended]"),
+            }
+        }
+        match (mode, ended_by) {
+            (Mode::Any, Some(w)) => {
+                let why = w.response.as_ref().map_or("", |x| names::wait_reason(x.reason()));
+                eprintln!("ended by {}: {why}", label(w));
+            }
+            (Mode::Any, None) => eprintln!("every wait timed out"),
+            (Mode::All, _) => {}
+        }
+    }
+    let ok = |w: &waits::Waited| w.response.as_ref().is_some_and(|x| reached(x, wanted_match));
+    let fine = match mode {
+        Mode::Any => ended_by.is_some_and(ok),
+        Mode::All => r.results.iter().all(ok),
+    };
+    if fine { Ok(()) } else { Err(Failure::Silent) }
 }
 
 /// `run`.

@@ -63,6 +63,16 @@ pub(crate) async fn up(client: &Client, a: WorkspaceArgs) -> Outcome {
             );
             Err(Failure::Silent)
         }
+        Err(UpError::NotPrompted { failed, members }) => {
+            print_states(&ws, &members, a.out);
+            for (member, why) in failed {
+                eprintln!("error: {member}: its first prompt was not typed: {why}");
+            }
+            eprintln!(
+                "every member was started or kept: type the prompt yourself (portal-cli run, or send for an agent)"
+            );
+            Err(Failure::Silent)
+        }
         Err(UpError::Rpc(s)) => Err(s.into()),
     }
 }

@@ -1230,3 +1230,50 @@ async fn install_re_points_an_installed_service_and_agent_hooks() {
     assert!(status.contains("outdated"), "the build's CLI sees hooks run another: {status}");
     d.stop().await;
 }
+
+#[tokio::test]
+async fn wait_on_several_processes_says_which_ended_it_and_why() {
+    let d = TestDaemon::start().await;
+    let s = d.socket();
+    let mut rpc = d.rpc();
+    let mut ids = Vec::new();
+    for name in ["r1", "r2", "r3"] {
+        let out = ok(&cli(&s, &["start", "--pty", "--name", name, "--", "python3", "-q"]).await);
+        ok(&cli(&s, &["wait", name]).await);
+        ids.push(id_of(&out));
+    }
+    // r1 is briefly busy, r2 and r3 for good.
+    write(&mut rpc, ids[0], b"import time; time.sleep(0.3); print('r1 woke')\r").await;
+    write(&mut rpc, ids[1], b"import time; time.sleep(600)\r").await;
+    write(&mut rpc, ids[2], b"import time; time.sleep(600)\r").await;
+    let o = cli(&s, &["wait", "r1", "r2", "r3", "--json"]).await;
+    let v: Value = serde_json::from_str(&ok(&o)).unwrap();
+    assert_eq!(v["ended_by"], ids[0], "{v}");
+    let r = v["results"].as_array().unwrap();
+    assert_eq!(
+        (&r[0]["name"], &r[0]["reason"]),
+        (&Value::from("r1"), &Value::from("input_requested"))
+    );
+    assert!(r[0]["output"].as_str().unwrap().contains("r1 woke"), "{v}");
+    assert_eq!(
+        (&r[1]["reason"], &r[2]["reason"]),
+        (&Value::from("pending"), &Value::from("pending"))
+    );
+    // --all waits for each: r1 busy a little longer, r2 and r3 interrupted.
+    write(&mut rpc, ids[0], b"time.sleep(0.5); print('r1 again')\r").await;
+    write(&mut rpc, ids[1], b"\x03").await;
+    write(&mut rpc, ids[2], b"\x03").await;
+    let o = cli(&s, &["wait", &ids[0].to_string(), "r2", "r3", "--all", "--timeout", "20s"]).await;
+    let text = ok(&o);
+    assert!(
+        text.contains("── 1 \"r1\" ──") || text.contains(&format!("── {} \"r1\" ──", ids[0])),
+        "{text}"
+    );
+    assert!(text.contains("r1 again") && text.matches("KeyboardInterrupt").count() == 2, "{text}");
+    assert_eq!(text.matches("[input_requested \">>> \"").count(), 3, "{text}");
+    // A wait whose first ending is not what was asked exits 1, naming it.
+    let o = cli(&s, &["wait", "r1", "r2", "--match", "never", "--timeout", "300ms"]).await;
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("every wait timed out"), "{o:?}");
+    d.stop().await;
+}

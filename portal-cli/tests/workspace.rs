@@ -245,3 +245,80 @@ args = ["600"]
     ok(&cli(&s, dir.path(), &["down"]).await);
     d.stop().await;
 }
+
+/// Two Python REPLs, each with first commands: the second ready as soon as
+/// it runs, so `up` itself waits for its prompt before typing.
+const REPLS: &str = r#"[workspace.repl]
+
+[[workspace.repl.member]]
+name = "r1"
+command = "python3"
+args = ["-q"]
+pty = true
+ready = "input"
+prompt = "x = 6 * 7; print('r1 says', x)"
+
+[[workspace.repl.member]]
+name = "r2"
+command = "python3"
+args = ["-q"]
+pty = true
+depends_on = ["r1"]
+prompt = "print('r2 says', sum(range(5)))"
+"#;
+
+#[tokio::test]
+async fn a_first_prompt_is_typed_into_any_program_once_it_waits_for_input() {
+    let d = TestDaemon::start().await;
+    let s = d.socket();
+    let mut rpc = d.rpc();
+    let dir = test_dir();
+    std::fs::write(dir.path().join("portal.toml"), REPLS).unwrap();
+    let up = cli(&s, dir.path(), &["up", "--json"]).await;
+    let states = members(&ok(&up));
+    let steps = stderr(&up);
+    for name in ["r1", "r2"] {
+        assert!(
+            steps.contains(&format!("{name}: first prompt sent; it waits for input again")),
+            "{steps}"
+        );
+    }
+    let r1 = member(&states, "r1")["id"].as_u64().unwrap();
+    let r2 = member(&states, "r2")["id"].as_u64().unwrap();
+    wait_for_text(&mut rpc, r1, pb::Stream::Stdout, "r1 says 42").await;
+    wait_for_text(&mut rpc, r2, pb::Stream::Stdout, "r2 says 10").await;
+    // Typed once: a second `up` types nothing.
+    let again = cli(&s, dir.path(), &["up"]).await;
+    ok(&again);
+    assert!(!stderr(&again).contains("prompt sent"), "{}", stderr(&again));
+    ok(&cli(&s, dir.path(), &["down"]).await);
+    d.stop().await;
+}
+
+#[tokio::test]
+async fn a_prompt_that_cannot_be_typed_is_said_in_time_and_the_rest_still_start() {
+    let d = TestDaemon::start().await;
+    let s = d.socket();
+    let dir = test_dir();
+    // `busy` never waits for input; `r2` depends on it.
+    let file = REPLS.replace(
+        "[[workspace.repl.member]]\nname = \"r2\"",
+        "[[workspace.repl.member]]\nname = \"busy\"\ncommand = \"sleep\"\nargs = [\"600\"]\npty = true\nready_timeout = \"1s\"\nprompt = \"hello\"\n\n[[workspace.repl.member]]\nname = \"r2\"",
+    );
+    let file = file.replace("depends_on = [\"r1\"]", "depends_on = [\"busy\"]");
+    std::fs::write(dir.path().join("portal.toml"), file).unwrap();
+    let began = std::time::Instant::now();
+    let up = cli(&s, dir.path(), &["up", "--json"]).await;
+    assert_eq!(up.status.code(), Some(1), "{}", stderr(&up));
+    let steps = stderr(&up);
+    let at = |line: &str| steps.find(line).unwrap_or_else(|| panic!("no {line:?} in:\n{steps}"));
+    let said = "busy: its first prompt was not typed: it did not wait for input within its ready_timeout (1 s)";
+    assert!(at(said) < at("r2: started"), "{steps}");
+    assert!(at("r2: first prompt sent") > at(said), "{steps}");
+    // Said at its ready timeout, not at the daemon's wait ceiling.
+    assert!(began.elapsed() < std::time::Duration::from_secs(30), "{:?}", began.elapsed());
+    let states = members(&String::from_utf8_lossy(&up.stdout));
+    assert!(states.iter().all(|m| m["status"] == "running"), "{states:?}");
+    ok(&cli(&s, dir.path(), &["down"]).await);
+    d.stop().await;
+}

@@ -145,6 +145,16 @@ fn proc_refs(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
     })
 }
 
+/// Several processes, described by the tool (each an id or a name).
+fn any_array(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({"type": "array"})
+}
+
+/// `any` or `all`, described by the tool.
+fn mode_values(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({"type": "string", "enum": ["any", "all"]})
+}
+
 fn default_args() -> Vec<String> {
     Vec::new()
 }
@@ -349,7 +359,7 @@ pub(crate) struct Until {
     /// Match pattern on the rendered screen (TUIs).
     #[serde(default = "default_false")]
     pub(crate) on_screen: bool,
-    /// Patterns that end it early as a failure, e.g. ["error:"].
+    /// Patterns that end it as a failure, e.g. ["error:"].
     #[serde(default)]
     pub(crate) stop: Vec<String>,
     /// End after this many quiet ms (quiet is not success).
@@ -358,7 +368,7 @@ pub(crate) struct Until {
     /// End once the screen is unchanged for settle_ms (spinners).
     #[serde(default = "default_false")]
     pub(crate) screen_stable: bool,
-    /// Default 30000; above ~50000 is lowered.
+    /// Default 30000, at most ~50000.
     #[serde(default)]
     pub(crate) timeout_ms: Option<u64>,
     /// Page size (default 65536, newest kept); never ends it.
@@ -367,11 +377,11 @@ pub(crate) struct Until {
     /// Include the rendered screen.
     #[serde(default = "default_false")]
     pub(crate) snapshot: bool,
-    /// End when it waits for input (default unless pattern, settle_ms,
+    /// End when it waits for input (default without pattern, settle_ms,
     /// screen_stable).
     #[serde(default)]
     pub(crate) on_input: Option<bool>,
-    /// TUIs: the output stream, not the screen.
+    /// Full-screen programs: the output stream, not the screen.
     #[serde(default = "default_false")]
     pub(crate) raw_output: bool,
 }
@@ -380,8 +390,15 @@ pub(crate) struct Until {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct WaitArgs {
+    #[serde(default)]
     #[schemars(schema_with = "proc_ref")]
-    pub(crate) id: u64,
+    pub(crate) id: Option<u64>,
+    #[serde(default)]
+    #[schemars(schema_with = "any_array")]
+    pub(crate) ids: Vec<u64>,
+    #[serde(default)]
+    #[schemars(schema_with = "mode_values")]
+    pub(crate) mode: Option<ModeArg>,
     /// Start here (default: where the last read_new, wait or run stopped;
     /// this call moves it).
     #[serde(default)]
@@ -437,6 +454,10 @@ mod tests {
         let a: WaitArgs =
             serde_json::from_value(serde_json::json!({"id": 1, "pattern": "x", "timeout_ms": 5}))
                 .unwrap();
+        assert_eq!(a.id, Some(1));
+        let m: WaitArgs =
+            serde_json::from_value(serde_json::json!({"ids": [1, 2], "mode": "all"})).unwrap();
+        assert_eq!((m.ids, m.mode), (vec![1, 2], Some(ModeArg::All)));
         assert_eq!((a.until.pattern.as_deref(), a.until.timeout_ms), (Some("x"), Some(5)));
         let err = serde_json::from_value::<WaitArgs>(serde_json::json!({"id": 1, "patern": "x"}))
             .unwrap_err();

@@ -19,6 +19,7 @@ use crate::results::{
     WorkspaceReport, Written,
 };
 use crate::schema::{Side, portable};
+use crate::tools::WaitReply;
 
 /// A group of tools a server can be limited to (`--tools`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -90,7 +91,7 @@ macro_rules! tool_rows {
             ProcessList = "process_list", Process, ReadOnly, list(NoArgs) -> Listed,
                 "Every process, running and ended, with status and input_state (running, awaiting_input, awaiting_secret, idle).";
             ProcessInspect = "process_inspect", Process, ReadOnly, inspect(IdArgs) -> Inspected,
-                "One process in full: command, args, cwd, env, status, input_state (asked of the kernel), exit, timeout, idle time, bytes.";
+                "One process in full: command, args, cwd, env, status, input_state, exit, timeout, idle time, bytes.";
             ProcessKill = "process_kill", Process, Destructive, kill(IdArgs) -> Inspected,
                 "SIGKILL the process and all it started; output and screen are kept.";
             ProcessKillAll = "process_kill_all", Process, Destructive, kill_all(NoArgs) -> KilledAll,
@@ -100,23 +101,23 @@ macro_rules! tool_rows {
             ProcessCleanup = "process_cleanup", Process, Destructive, cleanup(IdArgs) -> Done,
                 "Forget an ended process: record, output and screen.";
             ProcessScreen = "process_screen", Process, ReadOnly, screen(ScreenArgs) -> Screen,
-                "A PTY program's terminal now: lines, cursor, and whether a TUI (vim, less, htop) is on the alternate screen. Works after exit.";
-            ProcessWait = "process_wait", Waits, Cursor, wait(WaitArgs) -> Waited,
-                "Block until the first of: the program waits for input (default: reason input_requested, with its `prompt`), `pattern` or `stop` appears, output settles, the screen is stable, it exits, or the timeout (a result: call again). Wait, don't poll.";
+                "A PTY program's terminal now: lines, cursor, and whether a TUI (vim, less) is on the alternate screen. Works after exit.";
+            ProcessWait = "process_wait", Waits, Cursor, wait(WaitArgs) -> WaitReply,
+                "Block until the first of: it waits for input (default; reason input_requested, `prompt`), `pattern` or `stop` appears, output settles, the screen is stable, it exits, or the timeout (call again). `ids` (mode any|all): `ended_by`, per-id `results`.";
             ProcessRun = "process_run", Waits, OpenWorld, run(RunArgs) -> Waited,
                 "Type `input` and Enter, then wait as process_wait until the program asks for input again (`prompt`; awaiting_secret: a password) or exits, never early; output without echo or prompt. Portal's bash: command_exit_code. TUIs: their screen.";
             ProcessSendKeys = "process_send_keys", Process, OpenWorld, send_keys(SendKeysArgs) -> KeysSent,
-                "Press keys and type text in order, paced, like tmux send-keys: [\"Escape\", \":q!\", \"Enter\"]. Keys: Enter Tab Escape Backspace Up Down Left Right Home End PageUp PageDown F1-F12 C-c M-x; other strings are typed as text ({\"text\": \"Enter\"} types the word).";
+                "Press keys and type text in order, like tmux send-keys: [\"Escape\", \":q!\", \"Enter\"]. Keys: Enter Tab Escape Backspace Up Down Left Right Home End PageUp PageDown F1-F12 C-c M-x; other strings are text ({\"text\": \"Enter\"}: the word).";
             AgentList = "agent_list", Agents, ReadOnly, agent_list(AgentListArgs) -> AgentsListed,
                 "Coding agents (Claude Code, Codex...) in Portal's terminals, most urgent first: state, reason, source (hooks are exact), any dialog.";
             AgentWatch = "agent_watch", Agents, ReadOnly, agent_watch(AgentWatchArgs) -> AgentsWatched,
                 "Block until an agent changes state after `cursor`; returns the changes and the next cursor.";
             AgentWait = "agent_wait", Agents, ReadOnly, agent_wait(AgentWaitArgs) -> AgentOutcomes,
-                "Wait until agents reach a state (default awaiting_input, done or idle): per agent reached, timeout (call again), exited or vanished.";
+                "Wait until agents reach a state (default awaiting_input, done or idle); per agent: reached, timeout (call again), exited, vanished, not_an_agent.";
             AgentSend = "agent_send", Agents, OpenWorld, agent_send(AgentSendArgs) -> AgentOutcomes,
                 "Type a prompt into agents once each is ready, then Enter; never into a dialog (answer it with process_send_keys). With `key` a retry never types twice.";
             WorkspaceUp = "workspace_up", Agents, OpenWorld, workspace_up(WorkspaceArgs) -> WorkspaceReport,
-                "Start what is not running of a workspace (portal.toml or spec), in depends_on order, each once ready (ready: a text, \"input\" or \"exit\"); agents get their prompt once.";
+                "Start what is not running of a workspace (portal.toml or spec), in depends_on order, each once ready (ready: a text, \"input\" or \"exit\"); `prompt`s typed once.";
             WorkspaceStatus = "workspace_status", Agents, ReadOnly, workspace_status(WorkspaceRef) -> WorkspaceReport,
                 "Each member's id and states (as workspace_up).";
             WorkspaceDown = "workspace_down", Agents, Destructive, workspace_down(WorkspaceRef) -> WorkspaceReport,

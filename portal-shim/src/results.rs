@@ -819,7 +819,9 @@ pub(crate) struct Waited {
     /// The program's state at the end: running, awaiting_input,
     /// awaiting_secret, idle or exited.
     pub(crate) input_state: String,
-    /// The text that matched the pattern or stop pattern.
+    /// The text that matched the pattern or stop pattern (left out of the
+    /// schema: `reason` says a pattern matched).
+    #[schemars(skip)]
     pub(crate) matched: Option<String>,
     /// New output as text (for process_run: without the echoed input; never
     /// with the prompt; absent when there was none). On a full-screen
@@ -1177,7 +1179,7 @@ pub(crate) struct AgentsWatched {
 pub(crate) struct AgentOutcome {
     /// Process id.
     pub(crate) id: u64,
-    /// reached, timeout, exited, vanished or stopped.
+    /// reached, timeout, exited, vanished, stopped or not_an_agent.
     pub(crate) outcome: String,
     /// Its state when the call returned.
     pub(crate) state: String,
@@ -1185,7 +1187,7 @@ pub(crate) struct AgentOutcome {
     pub(crate) sent: Option<bool>,
     /// For agent_send: an earlier call with the same key typed it.
     pub(crate) deduplicated: Option<bool>,
-    /// Why not sent.
+    /// Why not sent; for not_an_agent, what to do instead.
     pub(crate) detail: Option<String>,
     /// For agent_send: the dialog that stopped it (answer it with
     /// process_send_keys, then send again).

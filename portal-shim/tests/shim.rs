@@ -1103,9 +1103,10 @@ async fn every_tool_takes_a_name_where_it_takes_an_id() {
     let (_, s) =
         shim.ok("process_wait", json!({"id": "repl", "pattern": "never", "timeout_ms": 1})).await;
     assert!(s["hint"].as_str().is_some_and(|h| h.contains("call process_wait again")), "{s}");
-    let (_, s) =
-        shim.ok("agent_wait", json!({"ids": ["repl"], "states": ["done"], "timeout_ms": 1})).await;
-    assert_eq!(s["results"][0]["outcome"], json!("timeout"));
+    let (_, s) = shim
+        .ok("agent_wait", json!({"ids": ["repl"], "states": ["done"], "timeout_ms": 8000}))
+        .await;
+    assert_eq!(s["results"][0]["outcome"], json!("not_an_agent"));
     let e = shim.err("process_inspect", json!({"id": "nobody"})).await;
     assert!(e.contains("id: no process is named \"nobody\""), "{e}");
     // The error lists what can be named, saving a process_list call.
@@ -1349,5 +1350,112 @@ depends_on = ["db"]
     let (text, down) = shim.ok("workspace_down", json!({ "file": path })).await;
     assert!(text.starts_with("app: stopped"), "last first: {text}");
     assert!(down["members"].as_array().unwrap().iter().all(|m| m["status"] == "killed"), "{down}");
+    d.stop().await;
+}
+
+/// Starts a Python REPL on a PTY named `name` and returns its id once it
+/// waits for input.
+async fn repl(shim: &Shim, name: &str) -> u64 {
+    let (_, s) = shim
+        .ok(
+            "process_start",
+            json!({"command": "python3", "args": ["-q"], "pty": true, "name": name, "wait": "input"}),
+        )
+        .await;
+    s["process"]["id"].as_u64().unwrap()
+}
+
+#[tokio::test]
+async fn process_wait_on_several_says_which_ended_it_and_why() {
+    let (d, shim) = with_daemon().await;
+    let ids = [repl(&shim, "r1").await, repl(&shim, "r2").await, repl(&shim, "r3").await];
+    // r1 is briefly busy, r2 and r3 for good.
+    let busy = [
+        "import time; time.sleep(0.3); print('r1 woke')",
+        "import time; time.sleep(600)",
+        "import time; time.sleep(600)",
+    ];
+    for (id, line) in ids.iter().zip(busy) {
+        shim.ok("process_write", json!({"id": id, "content": format!("{line}\r")})).await;
+    }
+    // `any` is the default; names work as in every tool.
+    let (text, s) = shim.ok("process_wait", json!({"ids": ["r1", "r2", "r3"]})).await;
+    assert_eq!(s["ended_by"], json!(ids[0]), "{s}");
+    let r = s["results"].as_array().unwrap();
+    assert_eq!(r.len(), 3, "{s}");
+    assert_eq!((&r[0]["name"], &r[0]["reason"]), (&json!("r1"), &json!("input_requested")));
+    assert!(r[0]["output"].as_str().unwrap().contains("r1 woke"), "{s}");
+    assert_eq!(r[0]["prompt"], json!(">>> "), "{s}");
+    // The others are still waiting, and say only that.
+    for (p, id) in r[1..].iter().zip(&ids[1..]) {
+        assert_eq!(p, &json!({"id": id, "name": p["name"], "reason": "pending"}), "{s}");
+    }
+    assert!(text.starts_with(&format!("[ended by {} \"r1\": input_requested]", ids[0])), "{text}");
+    assert!(text.contains("r1 woke"), "{text}");
+    // `all` waits for each: r1 busy a little longer, r2 and r3 interrupted.
+    shim.ok(
+        "process_write",
+        json!({"id": ids[0], "content": "time.sleep(0.5); print('r1 again')\r"}),
+    )
+    .await;
+    for id in &ids[1..] {
+        shim.ok("process_send_keys", json!({"id": id, "keys": ["C-c"]})).await;
+    }
+    let (text, s) =
+        shim.ok("process_wait", json!({"ids": ids, "mode": "all", "timeout_ms": 20000})).await;
+    assert!(s.get("ended_by").is_none(), "{s}");
+    let r = s["results"].as_array().unwrap();
+    assert!(r.iter().all(|p| p["reason"] == json!("input_requested")), "{s}");
+    assert!(r[0]["output"].as_str().unwrap().contains("r1 again"), "{s}");
+    for p in &r[1..] {
+        assert!(p["output"].as_str().unwrap().contains("KeyboardInterrupt"), "{s}");
+        // Lean: nothing at its usual value (running, no exit, no secret).
+        for absent in ["status", "exit_code", "awaiting_secret", "alternate_screen", "hint"] {
+            assert!(p.get(absent).is_none(), "{absent} in {p}");
+        }
+    }
+    assert!(text.starts_with("[every wait ended]"), "{text}");
+    // A process that exits ends an `any` wait with its exit code.
+    let (_, s) = shim
+        .ok(
+            "process_start",
+            json!({"command": "sh", "args": ["-c", "read x; exit 3"], "name": "quitter"}),
+        )
+        .await;
+    let quitter = s["process"]["id"].as_u64().unwrap();
+    shim.ok("process_write", json!({"id": quitter, "content": "go\n"})).await;
+    let (_, s) = shim.ok("process_wait", json!({"ids": [ids[1], quitter], "mode": "any"})).await;
+    assert_eq!(s["ended_by"], json!(quitter), "{s}");
+    let q = &s["results"][1];
+    assert_eq!(
+        (&q["reason"], &q["status"], &q["exit_code"]),
+        (&json!("exited"), &json!("exited"), &json!(3)),
+        "{s}"
+    );
+    // One `id` keeps its result as it always was.
+    let (_, s) = shim.ok("process_wait", json!({"id": "r1", "timeout_ms": 5000})).await;
+    assert_eq!(s["reason"], json!("input_requested"), "{s}");
+    assert!(s.get("results").is_none() && s.get("cursor").is_some(), "{s}");
+    let e = shim.err("process_wait", json!({"ids": ids, "cursor": "0"})).await;
+    assert!(e.contains("cursor"), "{e}");
+    let e = shim.err("process_wait", json!({"ids": ["r1", "nobody"]})).await;
+    assert!(e.contains("ids[1]: no process is named \"nobody\""), "{e}");
+    d.stop().await;
+}
+
+#[tokio::test]
+async fn agent_wait_on_a_program_that_is_no_agent_says_so_at_once() {
+    let (d, shim) = with_daemon().await;
+    let id = repl(&shim, "py").await;
+    shim.ok("process_write", json!({"id": id, "content": "import time; time.sleep(600)\r"})).await;
+    let began = std::time::Instant::now();
+    let (text, s) = shim.ok("agent_wait", json!({"ids": ["py"], "timeout_ms": 30000})).await;
+    let r = &s["results"][0];
+    assert_eq!(r["outcome"], json!("not_an_agent"), "{s}");
+    assert!(r["detail"].as_str().unwrap().contains("process_wait"), "{s}");
+    assert!(text.contains("not_an_agent") && text.contains("process_wait"), "{text}");
+    // Long before its timeout: at most the grace a program that just
+    // started gets to announce itself as an agent.
+    assert!(began.elapsed() < std::time::Duration::from_secs(10), "{:?}", began.elapsed());
     d.stop().await;
 }

@@ -247,16 +247,28 @@ async fn dispatch(
     cancel: &tokio_util::sync::CancellationToken,
 ) -> SendResult {
     let outcome = if spec.wait_ready {
-        wait_one(agents, h.id(), &spec.ready_states, deadline, cancel).await
+        let at_input = |_: crate::proc::ProcId| h.waits_for_input();
+        wait_one(agents, h.id(), &spec.ready_states, deadline, cancel, &at_input).await
     } else {
         WaitOutcome::Reached
     };
     if outcome != WaitOutcome::Reached {
+        let detail = match outcome {
+            WaitOutcome::NotAnAgent => {
+                "it is not an agent (nothing in it reported or was recognised as one): type into it with process_run"
+            }
+            WaitOutcome::Exited => "the agent exited",
+            WaitOutcome::Vanished => "the process was cleaned up",
+            WaitOutcome::Stopped => "the daemon is shutting down",
+            WaitOutcome::Reached | WaitOutcome::Timeout => {
+                "the agent did not reach a ready state in time"
+            }
+        };
         return SendResult {
             sent: false,
             deduplicated: false,
             outcome,
-            detail: Some("the agent was not ready".into()),
+            detail: Some(detail.into()),
             dialog: None,
         };
     }

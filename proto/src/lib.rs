@@ -14,6 +14,7 @@
 //! - [`paths`]: where the socket, the database and the daemon log live.
 //! - [`names`]: the lowercase names clients show for the wire's enums.
 //! - [`environ`]: the caller's environment a start carries.
+//! - [`waits`]: one wait on several processes (the first to end, or all).
 
 pub mod client;
 pub mod dial;
@@ -25,6 +26,7 @@ pub mod osc3008;
 pub mod paths;
 pub mod ssh;
 pub mod transport;
+pub mod waits;
 pub mod workspace;
 
 /// Generated protobuf messages and gRPC stubs for package `portal.v1`.

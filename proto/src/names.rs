@@ -131,6 +131,7 @@ pub fn agent_wait_outcome(o: pb::AgentWaitOutcome) -> &'static str {
         pb::AgentWaitOutcome::Timeout => "timeout",
         pb::AgentWaitOutcome::Exited => "exited",
         pb::AgentWaitOutcome::Vanished => "vanished",
+        pb::AgentWaitOutcome::NotAnAgent => "not_an_agent",
         pb::AgentWaitOutcome::Stopped | pb::AgentWaitOutcome::Unspecified => "stopped",
     }
 }

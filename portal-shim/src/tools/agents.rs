@@ -13,6 +13,9 @@ use crate::results::{
     HooksReported,
 };
 
+/// What an agent wait says of a terminal that holds no agent.
+const NOT_AN_AGENT: &str = "no coding agent runs in it (nothing reported or was recognised as one), so its agent state never changes: wait for the program with process_wait";
+
 fn agent_state(s: AgentStateArg) -> pb::AgentState {
     s.0
 }
@@ -133,13 +136,17 @@ impl Shim {
                 state: x.agent.as_ref().map_or("unknown", |g| names::agent_state(g.state())).into(),
                 sent: None,
                 deduplicated: None,
-                detail: None,
+                detail: (x.outcome() == pb::AgentWaitOutcome::NotAnAgent)
+                    .then(|| NOT_AN_AGENT.to_owned()),
                 dialog: None,
             })
             .collect();
         let text = results
             .iter()
-            .map(|x| format!("{}: {} ({})", x.id, x.outcome, x.state))
+            .map(|x| match &x.detail {
+                Some(d) => format!("{}: {}: {d}", x.id, x.outcome),
+                None => format!("{}: {} ({})", x.id, x.outcome, x.state),
+            })
             .collect::<Vec<_>>()
             .join("\n");
         Ok((text, AgentOutcomes { results }))

@@ -2,7 +2,7 @@
 //! every handler shares (the daemon call, argument parsing, results,
 //! progress). The handlers, one function per tool that converts arguments,
 //! calls `portald` and renders the answer, are by area: `process`, `waits`,
-//! `search`, `agents`, `registry`; the tools themselves are described in `catalog.rs`. The shim holds no process state: everything lives in the
+//! `search`, `agents`, `registry`, `workspace`; the tools themselves are described in `catalog.rs`. The shim holds no process state: everything lives in the
 //! daemon, so a restarted shim sees it all.
 
 use crate::args::{
@@ -39,6 +39,8 @@ mod registry;
 mod search;
 mod waits;
 mod workspace;
+
+pub(crate) use waits::WaitReply;
 
 use crate::errors::{error_text, in_tool_terms};
 use crate::hosts::{HOST_ARG, HostLinks};

@@ -113,6 +113,16 @@ impl Shim {
                 text.push_str("\nThe members before it keep running, and so does it if it runs: fix it, then call workspace_up again (it keeps what runs).");
                 Err(text)
             }
+            Err(UpError::NotPrompted { failed, members }) => {
+                let report = report(&ws, &members);
+                let which: Vec<String> =
+                    failed.iter().map(|(m, why)| format!("{m}: {why}")).collect();
+                Err(format!(
+                    "Error: every member was started or kept, but a first prompt was not typed ({}). Type it with process_run (agent_send for an agent).\n{}",
+                    which.join("; "),
+                    told(&steps, &report)
+                ))
+            }
             Err(UpError::Rpc(s)) => Err(format!("Error: {}", s.message())),
         }
     }

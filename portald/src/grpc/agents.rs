@@ -113,6 +113,7 @@ fn outcome_pb(o: WaitOutcome) -> pb::AgentWaitOutcome {
         WaitOutcome::Exited => pb::AgentWaitOutcome::Exited,
         WaitOutcome::Vanished => pb::AgentWaitOutcome::Vanished,
         WaitOutcome::Stopped => pb::AgentWaitOutcome::Stopped,
+        WaitOutcome::NotAnAgent => pb::AgentWaitOutcome::NotAnAgent,
     }
 }
 
@@ -226,7 +227,9 @@ pub(crate) async fn wait(
         Err(_) => return Err(invalid("mode", format!("{} is not a wait mode", req.mode)).into()),
     };
     let effective = timeout(d, req.timeout_ms);
-    let outcomes = wait_fleet(&d.agents, &ids, &targets, mode, effective, &d.shutdown).await;
+    let at_input = |id: ProcId| d.get(&ProcTarget::Id(id.0)).is_ok_and(|h| h.waits_for_input());
+    let outcomes =
+        wait_fleet(&d.agents, &ids, &targets, mode, effective, &d.shutdown, &at_input).await;
     let results = ids
         .iter()
         .zip(outcomes)

@@ -621,6 +621,14 @@ impl ProcHandle {
         self.facts.id
     }
 
+    /// Whether the kernel says the program waits for input now (a guess
+    /// from the screen does not count).
+    pub(crate) fn waits_for_input(&self) -> bool {
+        self.shared
+            .input()
+            .is_some_and(|r| r.state.wants_input() && r.source == InputSource::Kernel)
+    }
+
     /// Current published state.
     pub(crate) fn published(&self) -> Published {
         *self.state.borrow()

@@ -87,7 +87,8 @@ pub struct Member {
     pub depends_on: Vec<String>,
     /// What happens when it fails.
     pub restart: Restart,
-    /// For an agent: the first prompt, sent once it is ready, once.
+    /// The first prompt (an agent's task, a REPL's or a shell's first
+    /// commands), typed once it waits for input, once.
     pub prompt: Option<String>,
     /// The line its table starts on.
     pub line: usize,
@@ -304,7 +305,7 @@ pub fn parse(
             if !raw.pty {
                 return Err(bad(
                     None,
-                    "a prompt is typed into an agent's terminal: it needs pty = true".into(),
+                    "a prompt is typed at its terminal: it needs pty = true".into(),
                 ));
             }
             if ready == Ready::Exit {
@@ -488,7 +489,7 @@ ready_timeout = "2m"
             ),
             (
                 "[workspace.a]\n[[workspace.a.member]]\nname = \"x\"\ncommand = \"sh\"\nprompt = \"hi\"\n",
-                "portal.toml line 2: workspace a: member \"x\": a prompt is typed into an agent's terminal: it needs pty = true",
+                "portal.toml line 2: workspace a: member \"x\": a prompt is typed at its terminal: it needs pty = true",
             ),
             (
                 "[workspace.a]\n[[workspace.b.member]]\nname = 1\n",

@@ -4,9 +4,13 @@
 //! `up` goes through the members in start order: one running under its
 //! name is kept, anything else is started (taking the name over from an
 //! ended run); each then waits for its readiness before the next starts,
-//! and an agent with a first prompt gets it once it is ready, only while
-//! nothing was ever typed into it (a second `up`, even after a daemon
-//! restart, never types it again; a retry of an interrupted one does).
+//! and a member with a first prompt gets it once it waits for input, only
+//! while nothing was ever typed into it (a second `up`, even after a daemon
+//! restart, never types it again; a retry of an interrupted one does): an
+//! agent through the agent send (which waits until it is at rest and never
+//! types into a dialog), any other program as `process_run` types (the
+//! daemon's Run). A prompt that cannot be typed within the member's
+//! `ready_timeout` is said, and the members after it are still started.
 //! `down` kills the running members in reverse order.
 
 use std::time::{Duration, Instant};
@@ -72,6 +76,16 @@ pub enum Step {
     Prompted {
         /// Member.
         member: String,
+        /// How the program took it, when that is known (not an agent):
+        /// "it waits for input again", "still busy with it after 5 s".
+        then: Option<String>,
+    },
+    /// Its first prompt could not be typed; the next members start anyway.
+    NotPrompted {
+        /// Member.
+        member: String,
+        /// Why.
+        why: String,
     },
     /// Killed (`down`).
     Stopped {
@@ -98,7 +112,13 @@ impl std::fmt::Display for Step {
             Step::Started { member, id } => write!(f, "{member}: started ({id})"),
             Step::Waiting { member, what } => write!(f, "{member}: waiting for {what}"),
             Step::Ready { member, after_ms } => write!(f, "{member}: ready after {after_ms} ms"),
-            Step::Prompted { member } => write!(f, "{member}: first prompt sent"),
+            Step::Prompted { member, then: None } => write!(f, "{member}: first prompt sent"),
+            Step::Prompted { member, then: Some(then) } => {
+                write!(f, "{member}: first prompt sent; {then}")
+            }
+            Step::NotPrompted { member, why } => {
+                write!(f, "{member}: its first prompt was not typed: {why}")
+            }
             Step::Stopped { member, id } => write!(f, "{member}: stopped ({id})"),
         }
     }
@@ -119,6 +139,15 @@ pub enum UpError {
         why: String,
         /// The end of its output, for the person to see why.
         last_output: String,
+    },
+    /// Every member was started (or kept), but the first prompts of these
+    /// could not be typed.
+    #[error("first prompts not typed: {}", .failed.iter().map(|(m, why)| format!("{m}: {why}")).collect::<Vec<_>>().join("; "))]
+    NotPrompted {
+        /// Each member whose prompt was not typed, and why.
+        failed: Vec<(String, String)>,
+        /// Every member's state at the end.
+        members: Vec<MemberState>,
     },
     /// The daemon refused or went away.
     #[error(transparent)]
@@ -173,7 +202,10 @@ pub async fn up(
     ws: &Workspace,
     mut progress: impl FnMut(&Step),
 ) -> Result<Vec<MemberState>, UpError> {
+    let mut not_prompted = Vec::new();
     for m in &ws.members {
+        // The prompt, too, comes within the member's ready timeout.
+        let deadline = Instant::now() + m.ready_timeout;
         let existing = find(rpc, &m.name).await?;
         let kept = existing.filter(|p| {
             p.status() == pb::Status::Running
@@ -217,10 +249,23 @@ pub async fn up(
             process
         };
         if let Some(prompt) = &m.prompt {
-            prompt_once(rpc, ws, m, process.id, prompt, &mut progress).await?;
+            let typed = prompt_once(rpc, ws, m, process.id, prompt, deadline).await?;
+            match typed {
+                Typed::Already => {}
+                Typed::Now { then } => progress(&Step::Prompted { member: m.name.clone(), then }),
+                Typed::Not(why) => {
+                    progress(&Step::NotPrompted { member: m.name.clone(), why: why.clone() });
+                    not_prompted.push((m.name.clone(), why));
+                }
+            }
         }
     }
-    Ok(status(rpc, ws).await?)
+    let members = status(rpc, ws).await?;
+    if not_prompted.is_empty() {
+        Ok(members)
+    } else {
+        Err(UpError::NotPrompted { failed: not_prompted, members })
+    }
 }
 
 fn start_request(m: &Member) -> pb::StartRequest {
@@ -410,44 +455,166 @@ async fn last_output(rpc: &mut Rpc, id: u64) -> String {
     }
 }
 
-/// Types the member's first prompt, unless anything was ever typed into it.
+/// Whether a first prompt was typed.
+enum Typed {
+    /// Something was typed into the member before: nothing is typed.
+    Already,
+    /// Typed now; how the program took it, when known.
+    Now {
+        /// "it waits for input again", "still busy with it after 5 s".
+        then: Option<String>,
+    },
+    /// Not typed, and why.
+    Not(String),
+}
+
+/// How long `up` watches a program that is not an agent take its first
+/// prompt (as `process_run` does) before it goes on: enough for a REPL's or
+/// a shell's first commands, and to tell a person whether the program asked
+/// for input again; a prompt that starts a server holds the rest of the
+/// workspace up no longer than this.
+const PROMPT_RESULT_WAIT: Duration = Duration::from_secs(5);
+
+/// Whether the daemon takes the process for a coding agent.
+async fn is_agent(rpc: &mut Rpc, id: u64) -> Result<bool, tonic::Status> {
+    let agents = rpc.agent_list(pb::AgentListRequest { states: vec![] }).await?.into_inner();
+    Ok(agents.agents.iter().any(|a| a.id == id))
+}
+
+/// A cursor at the end of a process's output now.
+fn output_end(p: &pb::Process) -> pb::Cursor {
+    let offsets = p
+        .streams
+        .iter()
+        .filter(|s| s.stream() != pb::Stream::Stdin)
+        .map(|s| pb::StreamOffset { stream: s.stream, offset: s.end_offset })
+        .collect();
+    pb::Cursor { offsets }
+}
+
+/// Types the member's first prompt, unless anything was ever typed into
+/// it, by `deadline`: into an agent once it is at rest, into any other
+/// program once it waits for input.
 async fn prompt_once(
     rpc: &mut Rpc,
     ws: &Workspace,
     m: &Member,
     id: u64,
     prompt: &str,
-    progress: &mut impl FnMut(&Step),
-) -> Result<(), UpError> {
+    deadline: Instant,
+) -> Result<Typed, tonic::Status> {
     let p = rpc.inspect(pb::InspectRequest { proc: by_id(id) }).await?.into_inner();
     let typed = p.streams.iter().any(|s| s.stream() == pb::Stream::Stdin && s.end_offset > 0);
     if typed {
-        return Ok(());
+        return Ok(Typed::Already);
+    }
+    let secs = m.ready_timeout.as_secs();
+    if !is_agent(rpc, id).await? {
+        // An agent says so as it starts, before it waits for input: look
+        // again once the program does.
+        let mut from = Some(output_end(&p));
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Ok(Typed::Not(format!(
+                    "it did not wait for input within its ready_timeout ({secs} s)"
+                )));
+            }
+            let until = pb::WaitCondition {
+                input: Some(true),
+                timeout_ms: ms(left).max(1),
+                ..Default::default()
+            };
+            let req = pb::WaitRequest {
+                proc: by_id(id),
+                streams: vec![],
+                from: from.take(),
+                until: Some(until),
+            };
+            let w = rpc.wait(req).await?.into_inner();
+            match w.reason() {
+                pb::WaitReason::InputRequested => break,
+                pb::WaitReason::AwaitingSecret => {
+                    return Ok(Typed::Not(
+                        "it asks for a secret (a password prompt): a person types that with `portal-cli secret`".into(),
+                    ));
+                }
+                pb::WaitReason::Exited => {
+                    return Ok(Typed::Not("it ended before it waited for input".into()));
+                }
+                // Output went on (the byte cap) or the daemon's ceiling cut
+                // the wait: go on from where it stopped.
+                _ => from = w.next,
+            }
+        }
+        if !is_agent(rpc, id).await? {
+            return run_prompt(rpc, id, prompt, deadline).await;
+        }
     }
     let req = pb::AgentSendRequest {
         ids: vec![id],
         text: prompt.to_owned(),
         // A retry of this very send (an `up` cut short) is not typed twice.
         key: format!("workspace/{}/{}/{id}", ws.name, m.name),
-        timeout_ms: ms(m.ready_timeout),
+        timeout_ms: ms(deadline.saturating_duration_since(Instant::now())).max(1),
         ..Default::default()
     };
     let r = rpc.agent_send(req).await?.into_inner();
-    match r.results.first() {
-        Some(x) if x.sent => {
-            progress(&Step::Prompted { member: m.name.clone() });
-            Ok(())
+    Ok(match r.results.first() {
+        Some(x) if x.sent => Typed::Now { then: None },
+        Some(x) if x.outcome() == pb::AgentWaitOutcome::NotAnAgent => {
+            return run_prompt(rpc, id, prompt, deadline).await;
         }
-        other => Err(UpError::Member {
-            member: m.name.clone(),
-            id: Some(id),
-            why: format!(
-                "its first prompt was not sent: {}",
-                other.map_or("no answer".to_owned(), |x| x.detail.clone())
-            ),
-            last_output: last_output(rpc, id).await,
+        Some(x) if x.outcome() == pb::AgentWaitOutcome::Timeout && x.detail.is_empty() => {
+            Typed::Not(format!(
+                "the agent did not come to rest (awaiting_input, done or idle) within its ready_timeout ({secs} s)"
+            ))
+        }
+        Some(x) if x.outcome() == pb::AgentWaitOutcome::Timeout => {
+            Typed::Not(format!("{} (within its ready_timeout, {secs} s)", x.detail))
+        }
+        Some(x) => Typed::Not(x.detail.clone()),
+        None => Typed::Not("the daemon gave no answer for it".into()),
+    })
+}
+
+/// Types the prompt into a program that is not an agent, as `process_run`
+/// does, and says how the program took it.
+async fn run_prompt(
+    rpc: &mut Rpc,
+    id: u64,
+    prompt: &str,
+    deadline: Instant,
+) -> Result<Typed, tonic::Status> {
+    let wait = deadline.saturating_duration_since(Instant::now()).min(PROMPT_RESULT_WAIT);
+    let req = pb::RunRequest {
+        proc: by_id(id),
+        input: prompt.to_owned(),
+        no_enter: false,
+        until: Some(pb::WaitCondition {
+            input: Some(true),
+            timeout_ms: ms(wait).max(1),
+            ..Default::default()
         }),
-    }
+    };
+    let r = match rpc.run(req).await {
+        Ok(r) => r.into_inner(),
+        // The next member's start says so if the daemon itself went away.
+        Err(s) => return Ok(Typed::Not(format!("it could not be typed: {}", s.message()))),
+    };
+    let then = match r.reason() {
+        pb::WaitReason::InputRequested | pb::WaitReason::Prompt => {
+            "it waits for input again".to_owned()
+        }
+        pb::WaitReason::AwaitingSecret => "it asks for a secret now".to_owned(),
+        pb::WaitReason::Exited => match (r.exit_code, r.exit_signal) {
+            (Some(c), _) => format!("it exited (status {c})"),
+            (None, Some(sig)) => format!("it ended by signal {sig}"),
+            _ => "it ended".to_owned(),
+        },
+        _ => format!("still busy with it after {} s", wait.as_secs()),
+    };
+    Ok(Typed::Now { then: Some(then) })
 }
 
 /// Kills the running members, in reverse start order.

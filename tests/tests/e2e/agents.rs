@@ -203,10 +203,20 @@ async fn child_exit_and_discovery_by_foreground_process() {
         (p.input_state() == pb::InputState::AwaitingInput).then_some(())
     })
     .await;
-    // Foreground sweeps run every 500 ms: this window holds at least two of
-    // them, all seeing the job before its exec.
-    let r = wait_state(&mut rpc, &[shell.id], &[pb::AgentState::Exited], true, 1200).await;
-    assert_eq!(r.results[0].outcome(), pb::AgentWaitOutcome::Timeout);
+    // A shell at rest is no agent, and an agent wait says so at once.
+    let r = wait_state(&mut rpc, &[shell.id], &[pb::AgentState::Exited], true, 8000).await;
+    assert_eq!(r.results[0].outcome(), pb::AgentWaitOutcome::NotAnAgent);
+    // Foreground sweeps run every 500 ms: this window (a wait for text the
+    // job never prints) holds at least two of them, all seeing the job
+    // before its exec.
+    let until = pb::WaitCondition {
+        needle: "never printed".into(),
+        timeout_ms: 1200,
+        ..Default::default()
+    };
+    let req = pb::WaitRequest { proc: by_id(shell.id), until: Some(until), ..Default::default() };
+    let w = bounded("the sweeps' window", rpc.wait(req)).await.unwrap().into_inner();
+    assert_eq!(w.reason(), pb::WaitReason::Timeout);
     assert_eq!(agent(&mut rpc, shell.id).await, None, "not an agent yet");
     write(&mut rpc, shell.id, b"go\r").await;
     wait_for_text(&mut rpc, shell.id, pb::Stream::Stdout, "fake claude ready").await;

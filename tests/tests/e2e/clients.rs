@@ -138,6 +138,7 @@ async fn inspector_strict_finds_nothing_to_fix_and_every_tool_answers() {
         ("process_start", &["command=sh", "args=[\"-c\",\"echo out; sleep 60\"]", "name=sh"]),
         ("process_write", &["id=tty", "content=hi\r"]),
         ("process_wait", &["id=tty", "pattern=hi", "timeout_ms=10000"]),
+        ("process_wait", &["ids=[\"tty\",\"sh\"]", "timeout_ms=10000"]),
         ("process_run", &["id=tty", "input=again", "pattern=again", "timeout_ms=10000"]),
         ("process_send_keys", &["id=tty", "keys=[\"Escape\",\":q!\",\"Enter\"]"]),
         ("process_read", &["id=sh", "duration=60", "unit=s"]),
