@@ -36,7 +36,8 @@ impl WorkspaceArgs {
 pub(crate) async fn up(client: &Client, a: WorkspaceArgs) -> Outcome {
     let ws = a.load()?;
     let mut rpc = client.rpc();
-    match workspace::up(&mut rpc, &ws, |step| eprintln!("{step}")).await {
+    let remote = client.host().is_some();
+    match workspace::up(&mut rpc, &ws, remote, |step| eprintln!("{step}")).await {
         Ok(states) => {
             print_states(&ws, &states, a.out);
             Ok(())

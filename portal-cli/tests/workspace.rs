@@ -322,3 +322,33 @@ async fn a_prompt_that_cannot_be_typed_is_said_in_time_and_the_rest_still_start(
     ok(&cli(&s, dir.path(), &["down"]).await);
     d.stop().await;
 }
+
+#[tokio::test]
+async fn members_start_in_the_environment_of_whoever_runs_up() {
+    let d = TestDaemon::start().await;
+    let dir = test_dir();
+    std::fs::write(
+        dir.path().join("portal.toml"),
+        r#"[workspace.env]
+
+[[workspace.env.member]]
+name = "shows"
+command = "sh"
+args = ["-c", "echo \"FOO=$FOO BAR=$BAR\""]
+env = { BAR = "from-file" }
+ready = "exit"
+"#,
+    )
+    .unwrap();
+    let mut cmd = tokio::process::Command::new(CLI);
+    cmd.args(["up"])
+        .current_dir(dir.path())
+        .env("PORTAL_SOCKET", d.socket())
+        .env("PORTAL_NO_AUTOSTART", "1")
+        .env("FOO", "from-caller")
+        .env("BAR", "from-caller");
+    ok(&bounded("portal-cli up", cmd.output()).await.unwrap());
+    let out = ok(&cli(&d.socket(), dir.path(), &["read", "shows"]).await);
+    assert_eq!(out.trim_end(), "FOO=from-caller BAR=from-file", "the file's env wins");
+    d.stop().await;
+}

@@ -94,7 +94,7 @@ fn is_false(b: &bool) -> bool {
 /// For `skip_serializing_if`: the input state came from the kernel (the
 /// usual case, not worth a field).
 fn is_kernel(source: &str) -> bool {
-    source == names::input_source(pb::InputSource::Kernel)
+    source.is_empty() || source == names::input_source(pb::InputSource::Kernel)
 }
 
 impl ProcessInfo {
@@ -819,6 +819,12 @@ pub(crate) struct Waited {
     /// The program's state at the end: running, awaiting_input,
     /// awaiting_secret, idle or exited.
     pub(crate) input_state: String,
+    /// What decided input_state, when it was not the kernel alone:
+    /// kernel_prompt (an event loop, once its prompt was drawn again) or
+    /// heuristic (the text; a guess).
+    #[serde(skip_serializing_if = "is_kernel")]
+    #[schemars(skip)]
+    pub(crate) input_source: String,
     /// The text that matched the pattern or stop pattern (left out of the
     /// schema: `reason` says a pattern matched).
     #[schemars(skip)]
@@ -931,6 +937,10 @@ impl Waited {
             reason: names::wait_reason(r.reason()).into(),
             prompt,
             input_state: names::input_state(r.input_state()).into(),
+            input_source: match r.input_source() {
+                pb::InputSource::Unspecified => String::new(),
+                source => names::input_source(source).into(),
+            },
             output_is_screen: r.output_is_screen,
             matched: (!r.matched.is_empty()).then(|| r.matched.clone()),
             bytes: r.bytes,
@@ -1022,6 +1032,9 @@ impl Waited {
             status.push_str(": a full-screen program waits for keys; process_send_keys");
         } else if self.reason == "input_requested" {
             status.push_str(": it waits for input; answer with process_run");
+            if self.input_source == names::input_source(pb::InputSource::Heuristic) {
+                status.push_str(" (a guess from its screen)");
+            }
             if self.bytes == 0 {
                 status.push_str(" · no new output");
             }

@@ -941,6 +941,28 @@ async fn a_client_that_closes_early_ends_the_shim_quietly() {
 }
 
 #[tokio::test]
+async fn a_wait_says_what_decided_the_program_waits_for_input() {
+    let (d, shim) = with_daemon().await;
+    // python's readline waits on the terminal alone: the kernel decides,
+    // which goes without saying.
+    let (_, s) = shim
+        .ok(
+            "process_start",
+            json!({"command": "python3", "args": ["-q"], "pty": true, "wait": "input"}),
+        )
+        .await;
+    assert_eq!(s["wait"]["reason"], json!("input_requested"), "{s}");
+    assert_eq!(s["wait"].get("input_source"), None, "{s}");
+    // node's event loop watches the terminal among other fds: its prompt
+    // drawn again decides with the kernel.
+    let (_, s) =
+        shim.ok("process_start", json!({"command": "node", "pty": true, "wait": "input"})).await;
+    assert_eq!(s["wait"]["reason"], json!("input_requested"), "{s}");
+    assert_eq!(s["wait"]["input_source"], json!("kernel_prompt"), "{s}");
+    d.stop().await;
+}
+
+#[tokio::test]
 async fn waits_report_progress_and_cancelling_leaves_the_process_alone() {
     let (d, shim) = with_daemon().await;
     let mut rpc = d.rpc();

@@ -71,9 +71,10 @@ impl Shim {
     ) -> Reply<WorkspaceReport> {
         let ws = self.workspace(&a)?;
         let mut rpc = self.client().await?;
+        let remote = self.host.is_some();
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<String>();
         let up = async move {
-            let r = workspace::up(&mut rpc, &ws, |step| {
+            let r = workspace::up(&mut rpc, &ws, remote, |step| {
                 let _ = tx.send(step.to_string());
             })
             .await;

@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
 use tonic::transport::Channel;
 
 use super::file::{Member, Ready, Restart, Workspace};
+use crate::environ::EnvFrom;
 use crate::v1 as pb;
 use crate::v1::portal_client::PortalClient;
 
@@ -196,10 +197,14 @@ pub async fn status(rpc: &mut Rpc, ws: &Workspace) -> Result<Vec<MemberState>, t
 }
 
 /// Brings the workspace up (see the module's doc); `progress` hears each
-/// step as it happens.
+/// step as it happens. Members start in the environment of whoever runs
+/// `up`, or in the daemon's when that runs on another host (`remote`:
+/// this machine's environment is never sent there), with the file's `env`
+/// over it.
 pub async fn up(
     rpc: &mut Rpc,
     ws: &Workspace,
+    remote: bool,
     mut progress: impl FnMut(&Step),
 ) -> Result<Vec<MemberState>, UpError> {
     let mut not_prompted = Vec::new();
@@ -230,7 +235,11 @@ pub async fn up(
                 p
             }
             None => {
-                let p = rpc.start(start_request(m)).await.map_err(|s| UpError::Member {
+                let mut req = start_request(m);
+                let env = if remote { EnvFrom::Daemon } else { EnvFrom::Caller };
+                // Refused only for the caller's with `remote`, not chosen.
+                let _ = crate::environ::apply(&mut req, env, remote);
+                let p = rpc.start(req).await.map_err(|s| UpError::Member {
                     member: m.name.clone(),
                     id: None,
                     why: format!("cannot start it: {}", s.message()),
