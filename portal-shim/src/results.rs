@@ -98,10 +98,15 @@ fn is_kernel(source: &str) -> bool {
 }
 
 impl ProcessInfo {
-    /// This process beside a wait's outcome: its status and input state are
-    /// the wait's, said once.
+    /// This process beside a wait's outcome: its status and input state
+    /// (and what decided it) are the wait's, said once.
     pub(crate) fn beside_wait(self) -> Self {
-        Self { status: String::new(), input_state: String::new(), ..self }
+        Self {
+            status: String::new(),
+            input_state: String::new(),
+            input_source: String::new(),
+            ..self
+        }
     }
 
     /// This process as a list shows it: without its working directory.
