@@ -201,7 +201,7 @@ fn ms(d: Option<Duration>) -> u64 {
 
 fn agent_json(a: &pb::Agent) -> serde_json::Value {
     json!({
-        "id": a.id, "name": a.name, "kind": a.kind, "state": names::agent_state(a.state()),
+        "id": a.id, "process_name": a.process_name, "name": a.name, "kind": a.kind, "state": names::agent_state(a.state()),
         "source": names::agent_source(a.source()), "exact": a.exact, "reason": a.reason, "event": a.event,
         "since_ns": a.since_ns, "age_ms": a.age_ms, "session_id": a.session_id, "pid": a.pid,
         "process_status": names::status(a.process_status()), "dialog": a.dialog,
@@ -213,7 +213,14 @@ fn print_agents(r: &pb::AgentListResponse) {
         println!("No agents.");
         return;
     }
-    println!("{:>4}  {:<10} {:<15} {:<10} {:>6}  REASON", "ID", "NAME", "STATE", "SOURCE", "AGE");
+    // NAME is the process's (what `ps` shows, and what commands take), so
+    // four agents of one kind are four names; KIND is which agent it is.
+    let name_width =
+        r.agents.iter().map(|a| a.process_name.chars().count()).max().unwrap_or(0).clamp(4, 20);
+    println!(
+        "{:>4}  {:<name_width$} {:<8} {:<15} {:<10} {:>6}  REASON",
+        "ID", "NAME", "KIND", "STATE", "SOURCE", "AGE"
+    );
     for a in &r.agents {
         let state = if fmt::color() {
             let style = match a.state() {
@@ -228,10 +235,16 @@ fn print_agents(r: &pb::AgentListResponse) {
         };
         let source =
             format!("{}{}", names::agent_source(a.source()), if a.exact { "" } else { "?" });
+        let name: String = if a.process_name.is_empty() {
+            "-".into()
+        } else {
+            a.process_name.chars().take(name_width).collect()
+        };
+        let kind = if a.kind.is_empty() { &a.name } else { &a.kind };
+        let kind = if kind.is_empty() { "-" } else { kind.as_str() };
         println!(
-            "{:>4}  {:<10} {state} {:<10} {:>6}  {}",
+            "{:>4}  {name:<name_width$} {kind:<8} {state} {:<10} {:>6}  {}",
             a.id,
-            a.name,
             source,
             fmt::short_duration(a.age_ms),
             a.reason

@@ -76,6 +76,9 @@ pub(crate) async fn attach(client: &Client, proc: &str) -> Outcome {
     if !termios::isatty(rustix::stdio::stdin()) {
         return Err(anyhow::anyhow!("attach needs a terminal on standard input; use `portal-cli write` or `read -f` in scripts").into());
     }
+    // Said once, before the program's screen replaces this terminal's, on
+    // stderr: never typed into the program or mixed into its output.
+    eprintln!("[attaching to {proc}: Ctrl-] detaches and leaves it running]");
     match session(client, proc, Screen::Main).await? {
         End::Detached => {
             eprintln!("[detached from {proc}; it keeps running]");

@@ -35,6 +35,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use portal_proto::client::{Client, ClientError};
 use portal_proto::hosts::{self, Hosts, Target};
 use portal_proto::launch::LaunchOptions;
+use portal_proto::paths;
 use portal_proto::v1 as pb;
 
 /// Portal: run and drive interactive terminal programs through portald.
@@ -53,6 +54,14 @@ pub(crate) struct Cli {
     /// (~/.config/portal/hosts.toml), or ssh://[user@]host[:port].
     #[arg(long, global = true, env = hosts::ENV_HOST, value_name = "HOST")]
     host: Option<String>,
+    /// portald's socket [default: $XDG_RUNTIME_DIR/portal/portald.sock, else
+    /// ~/.local/state/portal/run/portald.sock].
+    #[arg(long, global = true, env = paths::ENV_SOCKET, value_name = "PATH")]
+    socket: Option<std::path::PathBuf>,
+    /// Directory of the database and the daemon log, for a portald this
+    /// command starts [default: $XDG_STATE_HOME/portal, ~/.local/state/portal].
+    #[arg(long, global = true, env = paths::ENV_DATA_DIR, value_name = "DIR")]
+    data_dir: Option<std::path::PathBuf>,
     /// Do not start portald when it is not running.
     #[arg(long, global = true, env = "PORTAL_NO_AUTOSTART", value_parser = clap::builder::BoolishValueParser::new())]
     no_autostart: bool,
@@ -94,6 +103,10 @@ enum Command {
         /// Redraw whenever the screen changes, until the program ends or Ctrl-C.
         #[arg(short, long)]
         watch: bool,
+        /// Resize the terminal first, rows x columns (e.g. 40x120); the
+        /// program is told (SIGWINCH) and the screen shown is the new one.
+        #[arg(long, value_name = "ROWSxCOLS", value_parser = fmt::parse_size)]
+        size: Option<pb::TermSize>,
         #[command(flatten)]
         out: JsonFlag,
     },
@@ -165,7 +178,8 @@ enum Command {
     Run(waits::RunArgs),
     /// Press keys and type text, like tmux send-keys: key names (Enter, C-c,
     /// Up, F5, M-x) are keys, anything else is typed; `text:...` types even a
-    /// key name.
+    /// key name. A name that reads as a key but is none (F13, C-ab) is
+    /// refused, and nothing is typed.
     SendKeys {
         /// Process id or name.
         #[arg(add = clap_complete::ArgValueCompleter::new(crate::complete::procs))]
@@ -415,6 +429,9 @@ fn hint(s: &tonic::Status, host: &str) -> String {
             format!("`portal-cli {host}ps --all` lists the processes that exist{there}")
         }
         tonic::Code::InvalidArgument => "fix the argument the message names".into(),
+        tonic::Code::AlreadyExists => format!(
+            "pick another name, start with --replace if the process holding it ended, or end the running one (`portal-cli {host}kill`, then `rm`)"
+        ),
         tonic::Code::FailedPrecondition => {
             format!("`portal-cli {host}inspect` shows the process's state")
         }
@@ -454,9 +471,14 @@ pub(crate) async fn connect_target() -> Result<Client, ClientError> {
 /// This command, for the log's record of who typed what: `portal-cli
 /// write (ada@laptop)`.
 fn who_am_i(command: &str) -> String {
+    // The uid only for a user with no name at all (a container's uid
+    // without a passwd entry).
     let user = std::env::var("USER")
         .or_else(|_| std::env::var("LOGNAME"))
-        .unwrap_or_else(|_| format!("uid {}", portal_proto::paths::uid()));
+        .ok()
+        .filter(|u| !u.is_empty())
+        .or_else(paths::user_name)
+        .unwrap_or_else(|| format!("uid {}", paths::uid()));
     let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
     format!("portal-cli {command} ({user}@{})", host.trim())
 }
@@ -609,7 +631,9 @@ async fn run(mut cli: Cli) -> Outcome {
         Command::Ps { all, out, .. } => procs::ps(&client, all, out).await,
         Command::Start(args) => procs::start(&client, args).await,
         Command::Read(args) => output::read(&client, args).await,
-        Command::Screen { proc, watch, out } => output::screen(&client, &proc, watch, out).await,
+        Command::Screen { proc, watch, size, out } => {
+            output::screen(&client, &proc, watch, size, out).await
+        }
         Command::Write { proc, text, enter, stdin } => {
             procs::write(&client, &proc, text, enter, stdin).await
         }
@@ -686,6 +710,13 @@ fn main() -> ExitCode {
     // here, before anything else is printed.
     complete::answer_if_asked();
     let cli = Cli::parse();
+    // Every connection and every daemon this command starts uses them.
+    if let Some(socket) = cli.socket.clone().filter(|p| !p.as_os_str().is_empty()) {
+        paths::set_socket(socket);
+    }
+    if let Some(dir) = cli.data_dir.clone().filter(|p| !p.as_os_str().is_empty()) {
+        paths::set_data_dir(dir);
+    }
     let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {

@@ -373,10 +373,17 @@ fn screen_text(s: &pb::ScreenSnapshot) -> String {
 const WATCH_FRAME: Duration = Duration::from_millis(50);
 
 /// `screen`.
-pub(crate) async fn screen(client: &Client, proc: &str, watch: bool, out: JsonFlag) -> Outcome {
+pub(crate) async fn screen(
+    client: &Client,
+    proc: &str,
+    watch: bool,
+    size: Option<pb::TermSize>,
+    out: JsonFlag,
+) -> Outcome {
     let mut rpc = client.rpc();
-    let snap = |mut rpc: pb::portal_client::PortalClient<tonic::transport::Channel>| async move {
-        rpc.screen(pb::ScreenRequest { proc: proc_ref(proc), resize: None })
+    let snap = |mut rpc: pb::portal_client::PortalClient<tonic::transport::Channel>,
+                resize: Option<pb::TermSize>| async move {
+        rpc.screen(pb::ScreenRequest { proc: proc_ref(proc), resize })
             .await
             .map(tonic::Response::into_inner)
     };
@@ -392,7 +399,8 @@ pub(crate) async fn screen(client: &Client, proc: &str, watch: bool, out: JsonFl
             let _ = stdout.flush();
         }
     };
-    let first = snap(rpc.clone()).await?;
+    // Resized once, by the first look; redraws keep the size.
+    let first = snap(rpc.clone(), size).await?;
     if !watch {
         show(&first, false);
         return Ok(());
@@ -413,7 +421,7 @@ pub(crate) async fn screen(client: &Client, proc: &str, watch: bool, out: JsonFl
             match tokio::time::timeout_at(deadline, events.message()).await {
                 Ok(ev) => ev?,
                 Err(_) => {
-                    show(&snap(rpc.clone()).await?, redraw);
+                    show(&snap(rpc.clone(), None).await?, redraw);
                     last_draw = tokio::time::Instant::now();
                     dirty = false;
                     continue;
@@ -424,7 +432,7 @@ pub(crate) async fn screen(client: &Client, proc: &str, watch: bool, out: JsonFl
         };
         match ev.and_then(|e| e.event) {
             Some(pb::follow_event::Event::Exited(_)) | None => {
-                show(&snap(rpc.clone()).await?, redraw);
+                show(&snap(rpc.clone(), None).await?, redraw);
                 return Ok(());
             }
             Some(_) => dirty = true,

@@ -219,6 +219,37 @@ const PS_PIPED_COMMAND: usize = 60;
 /// than the other columns wraps anyway).
 const PS_MIN_COMMAND: usize = 12;
 
+/// A start refused because `name` is taken, with the next step for the
+/// process that holds it: running, it must end first; ended, `--replace`
+/// takes the name over (or `rm` frees it).
+async fn name_taken(client: &Client, name: &str, refused: &tonic::Status) -> Failure {
+    let host = client.host().map(|h| format!("--host {h} ")).unwrap_or_default();
+    let holder = client
+        .rpc()
+        .inspect(pb::InspectRequest { proc: proc_ref(name) })
+        .await
+        .map(tonic::Response::into_inner);
+    let hint = match holder {
+        Ok(p) if p.status() == pb::Status::Running => format!(
+            "process {id} holds the name {name:?} and is running: pick another --name, or end it \
+             (`portal-cli {host}kill {id}`), then start again with --replace (or `portal-cli {host}rm {id}` first)",
+            id = p.id
+        ),
+        Ok(p) => format!(
+            "process {id} held the name {name:?} and has ended ({status}): start again with \
+             --replace to take the name over (its log stays), pick another --name, or \
+             `portal-cli {host}rm {id}` to forget it",
+            id = p.id,
+            status = fmt::exit_text(&p)
+        ),
+        // Started or forgotten in between: the generic next steps.
+        Err(_) => "pick another --name, start with --replace if the process holding it \
+                   ended, or kill (and rm) the one that runs"
+            .to_owned(),
+    };
+    anyhow::anyhow!("{}\nhint: {hint}", refused.message()).into()
+}
+
 /// `start`.
 pub(crate) async fn start(client: &Client, a: StartArgs) -> Outcome {
     let (command, args) = a.command.split_first().context("no command given after --")?;
@@ -276,7 +307,14 @@ pub(crate) async fn start(client: &Client, a: StartArgs) -> Outcome {
     if a.wait.as_deref() == Some("") {
         return Err(anyhow::anyhow!("--wait is empty: give input, exit or a text").into());
     }
-    let p = client.rpc().start(req).await?.into_inner();
+    let name = req.name.clone();
+    let p = match client.rpc().start(req).await {
+        Ok(p) => p.into_inner(),
+        Err(s) if s.code() == tonic::Code::AlreadyExists && !name.is_empty() => {
+            return Err(name_taken(client, &name, &s).await);
+        }
+        Err(s) => return Err(s.into()),
+    };
     let started = format!("started {} (pid {}): {}", p.id, p.pid, fmt::command_line(&p, 80));
     match (a.out.json, &a.wait) {
         (true, None) => print_json(&fmt::process_json(&p)),

@@ -141,7 +141,8 @@ pub(crate) async fn grep(client: &Client, a: GrepArgs) -> Outcome {
             let written = if a.out.json {
                 print_json(&mut stdout, h)
             } else {
-                print_hit(&mut stdout, h, a.context > 0)
+                // As grep: a `--` between groups of context, none after the last.
+                print_hit(&mut stdout, h, a.context > 0 && printed > 0)
             };
             if written.is_err() {
                 // A closed pipe (`| head`): stop quietly, as grep does.
@@ -161,8 +162,11 @@ pub(crate) async fn grep(client: &Client, a: GrepArgs) -> Outcome {
 fn print_hit(
     out: &mut impl std::io::Write,
     h: &pb::SearchHit,
-    grouped: bool,
+    separate: bool,
 ) -> std::io::Result<()> {
+    if separate {
+        writeln!(out, "--")?;
+    }
     let label = if h.proc_name.is_empty() {
         h.proc_id.to_string()
     } else {
@@ -177,9 +181,6 @@ fn print_hit(
     writeln!(out, "{head_hit}: {}", h.line)?;
     for line in &h.after {
         writeln!(out, "{head}- {line}")?;
-    }
-    if grouped {
-        writeln!(out, "--")?;
     }
     Ok(())
 }

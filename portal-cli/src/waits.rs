@@ -328,11 +328,21 @@ pub(crate) async fn send_keys(client: &Client, proc: &str, keys: Vec<String>) ->
             }),
         })
         .collect();
-    let r = client
-        .rpc()
-        .send_keys(pb::SendKeysRequest { proc: proc_ref(proc), keys })
-        .await?
-        .into_inner();
+    let r = match client.rpc().send_keys(pb::SendKeysRequest { proc: proc_ref(proc), keys }).await {
+        Ok(r) => r.into_inner(),
+        // Nothing was typed; say how to type the name as text.
+        Err(s)
+            if s.code() == tonic::Code::InvalidArgument
+                && s.message().starts_with("unknown key") =>
+        {
+            return Err(anyhow::anyhow!(
+                "{}\nhint: nothing was typed; `text:F13` types a word that reads as a key",
+                s.message()
+            )
+            .into());
+        }
+        Err(s) => return Err(s.into()),
+    };
     eprintln!("sent {} bytes", r.written);
     Ok(())
 }

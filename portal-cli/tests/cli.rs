@@ -117,6 +117,16 @@ async fn start_ps_read_write_screen_kill_rm_round_trip() {
     let id = id_of(&out);
     let ps = ok(&cli(&s, &["ps"]).await);
     assert!(ps.contains("echoer") && ps.contains("running") && ps.contains("while read"), "{ps}");
+    // A taken name says what to do about the process holding it.
+    let taken = cli(&s, &["start", "--name", "echoer", "--", "true"]).await;
+    let said = String::from_utf8_lossy(&taken.stderr).into_owned();
+    assert_eq!(taken.status.code(), Some(1), "{said}");
+    assert!(
+        said.contains(&format!("process {id} holds the name \"echoer\" and is running"))
+            && said.contains(&format!("`portal-cli kill {id}`"))
+            && said.contains("--replace"),
+        "{said}"
+    );
     ok(&cli(&s, &["write", "echoer", "hello", "--enter"]).await);
     wait_for_text(&mut rpc, id, pb::Stream::Stdout, "got-hello\n").await;
     assert_eq!(ok(&cli(&s, &["read", &id.to_string()]).await), "got-hello\n");
@@ -139,10 +149,25 @@ async fn start_ps_read_write_screen_kill_rm_round_trip() {
     wait_for_text(&mut rpc, pty, pb::Stream::Stdout, "row two").await;
     let screen = ok(&cli(&s, &["screen", &pty.to_string()]).await);
     assert!(screen.contains("5x30") && screen.contains("\nrow one\nrow two\n"), "{screen}");
+    // `--size` resizes the terminal and shows the resized screen.
+    let screen = ok(&cli(&s, &["screen", &pty.to_string(), "--size", "8x40"]).await);
+    assert!(screen.contains("8x40") && screen.contains("\nrow one\nrow two\n"), "{screen}");
+    let info = rpc.inspect(pb::InspectRequest { proc: by_id(pty) }).await.unwrap().into_inner();
+    assert_eq!(info.size, Some(pb::TermSize { rows: 8, cols: 40 }));
+    let bad = cli(&s, &["screen", &pty.to_string(), "--size", "8by40"]).await;
+    assert_eq!(bad.status.code(), Some(2), "{bad:?}");
     let killed = ok(&cli(&s, &["kill", "echoer"]).await);
     assert!(killed.starts_with(&format!("killed {id}")), "{killed}");
     assert!(!ok(&cli(&s, &["ps"]).await).contains("echoer"));
     assert!(ok(&cli(&s, &["ps", "--all"]).await).contains("killed"));
+    let taken = cli(&s, &["start", "--name", "echoer", "--", "true"]).await;
+    let said = String::from_utf8_lossy(&taken.stderr).into_owned();
+    assert!(
+        said.contains(&format!("process {id} held the name \"echoer\" and has ended"))
+            && said.contains("--replace")
+            && said.contains(&format!("`portal-cli rm {id}`")),
+        "{said}"
+    );
     ok(&cli(&s, &["rm", "echoer"]).await);
     assert!(!ok(&cli(&s, &["ps", "--all"]).await).contains("echoer"));
     let tail = ok(&cli(&s, &["kill-all"]).await);
@@ -259,6 +284,13 @@ async fn attach_types_into_the_program_and_detaches_leaving_it_running() {
     )
     .await;
     assert!(ended.is_none(), "attach ended: {:?}", String::from_utf8_lossy(&seen));
+    // How to detach is said once, before the program's screen is drawn, and
+    // never reaches the program.
+    let seen = String::from_utf8_lossy(&seen).into_owned();
+    let said =
+        seen.find("Ctrl-] detaches").unwrap_or_else(|| panic!("no word of Ctrl-]: {seen:?}"));
+    assert!(said < seen.find("\x1b[2J").unwrap_or_default(), "{seen:?}");
+    assert_eq!(seen.matches("Ctrl-]").count(), 1, "{seen:?}");
     let info =
         rpc.inspect(pb::InspectRequest { proc: by_id(target.id) }).await.unwrap().into_inner();
     assert_eq!(
@@ -335,6 +367,11 @@ async fn attach_types_into_the_program_and_detaches_leaving_it_running() {
     let info =
         rpc.inspect(pb::InspectRequest { proc: by_id(target.id) }).await.unwrap().into_inner();
     assert_eq!(info.status(), pb::Status::Running, "detaching must not stop the program");
+    let program = String::from_utf8(
+        read_all(&mut rpc, target.id, pb::Stream::Stdout, pb::Encoding::Raw).await,
+    )
+    .unwrap();
+    assert!(!program.contains("Ctrl-]"), "{program:?}");
     d.stop().await;
 }
 
@@ -434,6 +471,15 @@ async fn wait_run_and_send_keys() {
     // Not a key name: typed as it is, as tmux send-keys does.
     ok(&cli(&s, &["send-keys", &cat.id.to_string(), "Entr", "Enter"]).await);
     wait_for_text(&mut rpc, cat.id, pb::Stream::Stdout, "Entr\r\nEntr\r\n").await;
+    // A name that reads as a key but is none is refused, naming the keys,
+    // and nothing of the send is typed; `text:` types it.
+    let bad = cli(&s, &["send-keys", &cat.id.to_string(), "x", "F13", "Enter"]).await;
+    let said = String::from_utf8_lossy(&bad.stderr).into_owned();
+    assert_eq!(bad.status.code(), Some(1), "{said}");
+    assert!(said.contains("unknown key \"F13\"") && said.contains("F1 to F12"), "{said}");
+    assert!(said.contains("text:F13"), "{said}");
+    ok(&cli(&s, &["send-keys", &cat.id.to_string(), "text:F13", "Enter"]).await);
+    wait_for_text(&mut rpc, cat.id, pb::Stream::Stdout, "Entr\r\nEntr\r\nF13\r\nF13\r\n").await;
     d.stop().await;
 }
 
@@ -483,6 +529,27 @@ async fn agents_hooks_and_the_in_band_emit_fallback() {
     };
     let cc = rpc.start(named).await.unwrap().into_inner();
     ok(&cli(&s, &["agents", "wait", "cc", "--state", "done"]).await);
+    // NAME is the process's name ("-" for none), KIND the agent's, so two
+    // agents of one kind are told apart; --json has the process name too.
+    let out = ok(&cli(&s, &["agents"]).await);
+    let row = |id: u64| -> Vec<String> {
+        let line = out
+            .lines()
+            .find(|l| l.split_whitespace().next() == Some(id.to_string().as_str()))
+            .unwrap_or_else(|| panic!("no row {id}: {out}"));
+        line.split_whitespace().take(3).map(str::to_owned).collect()
+    };
+    assert!(out.lines().next().unwrap().contains("NAME") && out.contains("KIND"), "{out}");
+    assert_eq!(row(p.id), [p.id.to_string(), "-".into(), "claude".into()], "{out}");
+    assert_eq!(row(cc.id)[1], "cc", "{out}");
+    let v: Value = serde_json::from_str(&ok(&cli(&s, &["agents", "--json"]).await)).unwrap();
+    let names: Vec<(u64, &str)> = v["agents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| (a["id"].as_u64().unwrap(), a["process_name"].as_str().unwrap()))
+        .collect();
+    assert!(names.contains(&(cc.id, "cc")) && names.contains(&(p.id, "")), "{v}");
     assert_eq!(
         ok(&cli(&s, &["agents", "send", "cc", "--", "hi"]).await).trim(),
         format!("{}: sent", cc.id)
@@ -774,6 +841,11 @@ async fn grep_finds_lines_across_processes_survives_a_restart_and_forgets_cleare
     // Context lines and a phrase.
     let out = ok(&cli(&s, &["grep", "\"listening on\"", "-C", "1"]).await);
     assert!(out.contains("- booting\n") && out.contains(": listening on 8080\n"), "{out}");
+    // Groups of context are separated by `--`, as grep does: between two
+    // groups, never after the last.
+    let out = ok(&cli(&s, &["grep", "upstream", "-C", "1"]).await);
+    assert_eq!(out.lines().filter(|l| *l == "--").count(), 1, "{out}");
+    assert!(!out.starts_with("--\n") && !out.ends_with("--\n"), "{out}");
     // Bad input says what is wrong.
     let bad = cli(&s, &["grep", "x", "--regex", "(unclosed"]).await;
     assert!(String::from_utf8_lossy(&bad.stderr).contains("regex"), "{bad:?}");
@@ -809,6 +881,60 @@ fn man_program() -> Option<PathBuf> {
         eprintln!("skipped: man is not installed");
     }
     found
+}
+
+#[tokio::test]
+async fn the_socket_is_a_flag_and_help_names_the_variables() {
+    let d = TestDaemon::start().await;
+    let s = d.socket();
+    let elsewhere = d.dir.path().join("nothing-listens-here.sock");
+    // The flag wins over the variable.
+    let id = id_of(&ok(&cli_env(
+        &elsewhere,
+        &["--socket", s.to_str().unwrap(), "start", "--name", "flagged", "--", "sleep", "600"],
+        &[],
+    )
+    .await));
+    let ps = ok(&cli_env(&elsewhere, &["ps", "--socket", s.to_str().unwrap()], &[]).await);
+    assert!(ps.contains("flagged") && ps.contains(&id.to_string()), "{ps}");
+    let unreachable = cli(&elsewhere, &["ps"]).await;
+    assert_eq!(unreachable.status.code(), Some(3), "{unreachable:?}");
+    // `--help` and the man page say which variables stand for the flags.
+    let help = ok(&cli(&s, &["--help"]).await);
+    for said in ["--socket", "PORTAL_SOCKET", "--data-dir", "PORTAL_DATA_DIR"] {
+        assert!(help.contains(said), "--help does not name {said}: {help}");
+    }
+    let dir = d.dir.path().join("man1");
+    ok(&cli(&s, &["man", "--dir", dir.to_str().unwrap()]).await);
+    let page = std::fs::read_to_string(dir.join("portal-cli.1")).unwrap();
+    for said in ["PORTAL_SOCKET", "PORTAL_DATA_DIR"] {
+        assert!(page.contains(said), "portal-cli.1 does not name {said}: {page}");
+    }
+    d.stop().await;
+}
+
+#[tokio::test]
+async fn a_typist_without_user_in_the_environment_is_named_by_the_password_database() {
+    let d = TestDaemon::start().await;
+    let s = d.socket();
+    let mut rpc = d.rpc();
+    let cat = start_pipes(&mut rpc, "cat", &[]).await;
+    let mut cmd = tokio::process::Command::new(CLI);
+    cmd.args(["write", &cat.id.to_string(), "typed", "--enter"])
+        .env("PORTAL_SOCKET", &s)
+        .env("PORTAL_NO_AUTOSTART", "1")
+        .env_remove("USER")
+        .env_remove("LOGNAME");
+    let out = bounded("portal-cli write without USER", cmd.output()).await.unwrap();
+    ok(&out);
+    wait_for_text(&mut rpc, cat.id, pb::Stream::Stdout, "typed\n").await;
+    let who = ok(&cli(&s, &["read", &cat.id.to_string(), "--stream", "stdin", "--who"]).await);
+    let expected = match portal_proto::paths::user_name() {
+        Some(name) => format!("[portal-cli write ({name}@"),
+        None => format!("[portal-cli write (uid {}@", portal_proto::paths::uid()),
+    };
+    assert!(who.lines().any(|l| l.starts_with(&expected) && l.ends_with("] typed")), "{who}");
+    d.stop().await;
 }
 
 #[tokio::test]

@@ -344,6 +344,22 @@ mod tests {
         assert_eq!(ToolId::from_name("process_nope"), None);
     }
 
+    /// The README is where a person counts the tools: it names each one and
+    /// says how many there are in all.
+    #[test]
+    fn the_readme_names_every_tool_and_their_number() {
+        let readme = include_str!("../../README.md");
+        let in_all = format!("the shim offers {} tools in all", ToolId::ALL.len());
+        assert!(readme.contains(&in_all), "README.md does not say {in_all:?}");
+        for t in ToolId::ALL {
+            assert!(
+                readme.contains(&format!("`{}`", t.name())),
+                "README.md never names {}",
+                t.name()
+            );
+        }
+    }
+
     #[test]
     fn every_group_has_tools() {
         for g in Group::ALL {

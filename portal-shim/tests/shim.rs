@@ -1132,7 +1132,16 @@ async fn every_tool_takes_a_name_where_it_takes_an_id() {
     let e = shim.err("process_inspect", json!({"id": "nobody"})).await;
     assert!(e.contains("id: no process is named \"nobody\""), "{e}");
     // The error lists what can be named, saving a process_list call.
-    assert!(e.contains("\"repl\" = 1 (cat)"), "{e}");
+    assert!(e.contains("running: \"repl\" = 1 (cat)"), "{e}");
+    // Ended processes after the running ones, said to have ended.
+    shim.ok("process_start", json!({"command": "true", "name": "gone", "wait": "exit"})).await;
+    let e = shim.err("process_inspect", json!({"id": "nobody"})).await;
+    assert!(
+        e.contains(
+            "running: \"repl\" = 1 (cat); ended (their output can be read): \"gone\" = 2 (true)."
+        ),
+        "{e}"
+    );
     let e = shim.err("agent_send", json!({"ids": [1, "nobody"], "text": "x"})).await;
     assert!(e.contains("ids[1]: no process is named \"nobody\""), "{e}");
     d.stop().await;

@@ -1012,6 +1012,10 @@ fn text_bytes(text: &str, snap: Option<&crate::screen::Snapshot>) -> Bytes {
 /// `tmux send-keys` does, a name in the key grammar is that key (cursor keys
 /// follow the screen's application-cursor mode) and anything else is typed
 /// as it is (`["Escape", ":q!", "Enter"]`); `Text` items are always literal.
+///
+/// # Errors
+/// [`ProcError::BadKey`] for a name outside the grammar that reads as a key
+/// ([`keys::looks_like_a_key`]: `F13`, `C-ab`), before anything is typed.
 pub(crate) async fn send_keys(h: &ProcHandle, items: &[KeyItem]) -> Result<u64, ProcError> {
     let snap = match &h.screen {
         Some(_) => Some(h.snapshot().await?),
@@ -1022,17 +1026,22 @@ pub(crate) async fn send_keys(h: &ProcHandle, items: &[KeyItem]) -> Result<u64, 
     } else {
         CursorMode::Normal
     };
-    let parts: Vec<Bytes> = items
-        .iter()
-        .map(|item| match item {
+    // Every item is checked before anything is typed: a refused name
+    // leaves the program untouched.
+    let mut parts: Vec<Bytes> = Vec::with_capacity(items.len());
+    for item in items {
+        let bytes = match item {
             KeyItem::Text(t) => text_bytes(t, snap.as_ref()),
             KeyItem::Key(k) => match keys::parse(k, mode) {
                 Ok(bytes) => Bytes::from(bytes),
+                Err(e) if keys::looks_like_a_key(k) => return Err(ProcError::BadKey(e)),
                 Err(_) => text_bytes(k, snap.as_ref()),
             },
-        })
-        .filter(|b| !b.is_empty())
-        .collect();
+        };
+        if !bytes.is_empty() {
+            parts.push(bytes);
+        }
+    }
     let written = parts.iter().map(|b| b.len() as u64).sum();
     h.write_parts(parts, KEY_GAP).await?;
     Ok(written)

@@ -36,14 +36,13 @@ pub struct LaunchOptions {
 }
 
 impl LaunchOptions {
-    /// Options from the environment: `PORTAL_SOCKET`, `PORTAL_DATA_DIR`.
+    /// Options from the environment: `PORTAL_SOCKET`, `PORTAL_DATA_DIR` (or
+    /// the client's `--socket` and `--data-dir`, see [`crate::paths::set_socket`]).
     #[must_use]
     pub fn from_env() -> Self {
         Self {
             socket: crate::paths::socket_path(),
-            data_dir: std::env::var_os(crate::paths::ENV_DATA_DIR)
-                .filter(|v| !v.is_empty())
-                .map(PathBuf::from),
+            data_dir: crate::paths::data_dir_given(),
             autostart: true,
             timeout: DEFAULT_START_TIMEOUT,
         }

@@ -42,6 +42,47 @@ pub fn uid() -> u32 {
     unsafe { libc::getuid() }
 }
 
+/// Most bytes of the password-database buffer asked for: a record is a few
+/// hundred bytes; the bound stops a broken NSS module from growing it forever.
+const MAX_PASSWD_BUFFER_BYTES: usize = 1 << 20;
+
+/// This process's user name from the password database (`getpwuid_r`, so
+/// NSS sources such as LDAP count); `None` when the uid has no entry.
+#[must_use]
+#[allow(unsafe_code, reason = "getpwuid_r has no safe wrapper in std")]
+pub fn user_name() -> Option<String> {
+    let mut buf = vec![0u8; 1024];
+    loop {
+        // SAFETY: `passwd` is plain data (pointers and integers) for which
+        // all-zero bytes are a valid value; getpwuid_r fills it.
+        let mut pwd: libc::passwd = unsafe { std::mem::zeroed() };
+        let mut found: *mut libc::passwd = std::ptr::null_mut();
+        // SAFETY: every pointer is to a live local of the right type, and
+        // `buf.len()` is the buffer's true length; the strings written into
+        // `pwd` point into `buf`, which outlives their use below.
+        let rc = unsafe {
+            libc::getpwuid_r(
+                uid(),
+                &raw mut pwd,
+                buf.as_mut_ptr().cast(),
+                buf.len(),
+                &raw mut found,
+            )
+        };
+        if rc == libc::ERANGE && buf.len() < MAX_PASSWD_BUFFER_BYTES {
+            buf.resize(buf.len() * 2, 0);
+            continue;
+        }
+        if rc != 0 || found.is_null() || pwd.pw_name.is_null() {
+            return None;
+        }
+        // SAFETY: on success `pw_name` is a NUL-terminated string inside
+        // `buf`, which is still alive.
+        let name = unsafe { std::ffi::CStr::from_ptr(pwd.pw_name) };
+        return name.to_str().ok().filter(|n| !n.is_empty()).map(str::to_owned);
+    }
+}
+
 /// The runtime directory for the socket: `$XDG_RUNTIME_DIR/portal`; where
 /// there is none (`su -`, cron, ssh without a session, macOS), `run` in the
 /// default data directory under the home directory, which no other user can
@@ -55,16 +96,48 @@ pub fn runtime_dir() -> PathBuf {
         .unwrap_or_else(|| default_data_dir().join("run"))
 }
 
-/// The socket path: `PORTAL_SOCKET`, else [`runtime_dir`]`/portald.sock`.
-#[must_use]
-pub fn socket_path() -> PathBuf {
-    env_path(ENV_SOCKET).unwrap_or_else(|| runtime_dir().join(SOCKET_FILE))
+/// The socket a client's `--socket` flag named, which wins over
+/// [`ENV_SOCKET`] for the rest of the process ([`set_socket`]).
+static SOCKET_FLAG: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+
+/// The data directory a client's `--data-dir` flag named ([`set_data_dir`]).
+static DATA_DIR_FLAG: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+
+/// Makes `path` the socket of this process, as its `--socket` flag: it wins
+/// over `PORTAL_SOCKET`. Only the first call counts.
+pub fn set_socket(path: PathBuf) {
+    let _ = SOCKET_FLAG.set(path);
 }
 
-/// The data directory: `PORTAL_DATA_DIR`, else the XDG state dir.
+/// Makes `path` the data directory of this process (and of a daemon it
+/// starts), as its `--data-dir` flag: it wins over `PORTAL_DATA_DIR`. Only
+/// the first call counts.
+pub fn set_data_dir(path: PathBuf) {
+    let _ = DATA_DIR_FLAG.set(path);
+}
+
+/// The socket path: the `--socket` flag ([`set_socket`]), else
+/// `PORTAL_SOCKET`, else [`runtime_dir`]`/portald.sock`.
+#[must_use]
+pub fn socket_path() -> PathBuf {
+    SOCKET_FLAG
+        .get()
+        .cloned()
+        .or_else(|| env_path(ENV_SOCKET))
+        .unwrap_or_else(|| runtime_dir().join(SOCKET_FILE))
+}
+
+/// The data directory this process was given: the `--data-dir` flag
+/// ([`set_data_dir`]), else `PORTAL_DATA_DIR`; `None` for the default.
+#[must_use]
+pub fn data_dir_given() -> Option<PathBuf> {
+    DATA_DIR_FLAG.get().cloned().or_else(|| env_path(ENV_DATA_DIR))
+}
+
+/// The data directory: [`data_dir_given`], else the XDG state dir.
 #[must_use]
 pub fn data_dir() -> PathBuf {
-    env_path(ENV_DATA_DIR).unwrap_or_else(default_data_dir)
+    data_dir_given().unwrap_or_else(default_data_dir)
 }
 
 fn default_data_dir() -> PathBuf {

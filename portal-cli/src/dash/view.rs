@@ -34,17 +34,28 @@ pub(crate) enum Preview {
     Unavailable { id: u64, why: String },
 }
 
-/// The keys, for `?`.
+/// The keys, for `?`. Each line fits the box on an 80-column terminal:
+/// [`HELP_KEY_COLUMNS`] + [`HELP_TEXT_COLUMNS`] + the border and padding.
 const HELP: &[(&str, &str)] = &[
-    ("↑ ↓ PgUp PgDn Home End", "select a process"),
-    ("Enter", "attach this terminal to it (Ctrl-] comes back here)"),
-    ("s", "type a line into it (hidden and never logged at a password prompt)"),
+    ("↑ ↓ PgUp PgDn", "select a process"),
+    ("Home End", "select the first or the last"),
+    ("Enter", "attach this terminal (Ctrl-] comes back here)"),
+    ("s", "type a line (at a password prompt: hidden, and"),
+    ("", "logged as its length only)"),
     ("k", "kill it (asks first)"),
     ("/", "filter by id, name, command or agent (Esc clears)"),
     ("r", "start portald again (when it is not running)"),
     ("?", "this help"),
     ("q  Ctrl-C", "quit (every program keeps running)"),
 ];
+
+/// Widest key in [`HELP`], in columns.
+const HELP_KEY_COLUMNS: usize = 13;
+
+/// Widest description in [`HELP`], in columns: with the keys, two spaces
+/// between, a space each side and the border, the box is 68 columns wide,
+/// so it fits the smallest common terminal (80x24) with room to spare.
+const HELP_TEXT_COLUMNS: usize = 49;
 
 /// Where the list and the preview go, for a terminal of `area`.
 pub(crate) struct Areas {
@@ -377,8 +388,9 @@ fn footer(model: &Model, color: bool) -> Paragraph<'static> {
 }
 
 fn draw_help(frame: &mut Frame<'_>, area: Rect) {
-    let widest = HELP.iter().map(|(_, what)| what.chars().count()).max().unwrap_or(0);
-    let width = u16::try_from(widest + 28).unwrap_or(u16::MAX).min(area.width);
+    // Border (2), a space each side (2), two between key and text.
+    let width =
+        u16::try_from(HELP_KEY_COLUMNS + HELP_TEXT_COLUMNS + 6).unwrap_or(u16::MAX).min(area.width);
     let height = u16::try_from(HELP.len() + 4).unwrap_or(u16::MAX).min(area.height);
     let rect = Rect {
         x: area.x + (area.width - width) / 2,
@@ -390,16 +402,59 @@ fn draw_help(frame: &mut Frame<'_>, area: Rect) {
         .iter()
         .map(|(k, what)| {
             Line::from(vec![
-                Span::styled(format!(" {k:>22}  "), Style::new().add_modifier(Modifier::BOLD)),
+                Span::styled(
+                    format!(" {k:>HELP_KEY_COLUMNS$}  "),
+                    Style::new().add_modifier(Modifier::BOLD),
+                ),
                 Span::raw(*what),
             ])
         })
         .collect();
     lines.push(Line::raw(""));
-    lines.push(Line::raw("Any key closes this."));
+    lines.push(Line::raw(" Any key closes this."));
     frame.render_widget(Clear, rect);
     frame.render_widget(
         Paragraph::new(lines).block(Block::default().borders(Borders::ALL).title(" keys ")),
         rect,
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use ratatui::Terminal;
+    use ratatui::backend::TestBackend;
+
+    use super::*;
+
+    /// The widths the help box is laid out by are those of its lines.
+    #[test]
+    fn help_widths_are_the_widest_lines() {
+        let keys = HELP.iter().map(|(k, _)| k.chars().count()).max();
+        let texts = HELP.iter().map(|(_, t)| t.chars().count()).max();
+        assert_eq!((keys, texts), (Some(HELP_KEY_COLUMNS), Some(HELP_TEXT_COLUMNS)));
+    }
+
+    /// On an 80x24 terminal, every line of `?` shows whole, in its box.
+    #[test]
+    fn the_help_box_fits_80x24() {
+        let mut terminal = Terminal::new(TestBackend::new(80, 24)).unwrap();
+        let mut model = Model::default();
+        model.mode = Mode::Help;
+        terminal.draw(|f| draw(f, &model, &Preview::Empty, None)).unwrap();
+        let buffer = terminal.backend().buffer();
+        let screen: Vec<String> = (0..buffer.area.height)
+            .map(|y| (0..buffer.area.width).map(|x| buffer[(x, y)].symbol()).collect())
+            .collect();
+        let text = screen.join("\n");
+        for (key, what) in HELP {
+            let line = screen
+                .iter()
+                .find(|l| l.contains(what))
+                .unwrap_or_else(|| panic!("{what:?} is cut:\n{text}"));
+            assert!(line.contains(&format!("{key}  {what}")), "{key:?} is cut:\n{text}");
+            // The box's right border follows the text on the same line.
+            assert!(line.trim_end().ends_with('│'), "no border after {what:?}:\n{text}");
+        }
+        assert!(text.contains("Any key closes this."), "{text}");
+    }
 }

@@ -314,29 +314,43 @@ impl Shim {
         let Ok(listed) = listed else {
             return "Give an id or a name from process_list.".into();
         };
-        let known: Vec<String> = listed
-            .processes
-            .iter()
-            .rev()
-            .take(KNOWN_NAMES_SHOWN)
-            .map(|p| {
-                let what = std::iter::once(p.command.as_str())
-                    .chain(p.args.iter().map(String::as_str))
-                    .collect::<Vec<_>>()
-                    .join(" ");
-                let what: String = what.chars().take(40).collect();
-                if p.name.is_empty() {
-                    format!("{} ({what})", p.id)
-                } else {
-                    format!("{:?} = {} ({what})", p.name, p.id)
-                }
-            })
+        let shown = |p: &pb::Process| {
+            let what = std::iter::once(p.command.as_str())
+                .chain(p.args.iter().map(String::as_str))
+                .collect::<Vec<_>>()
+                .join(" ");
+            let what: String = what.chars().take(40).collect();
+            if p.name.is_empty() {
+                format!("{} ({what})", p.id)
+            } else {
+                format!("{:?} = {} ({what})", p.name, p.id)
+            }
+        };
+        // Running ones first: an ended process reads, but takes no input
+        // and no signal, so it is seldom the one meant.
+        let (running, ended): (Vec<&pb::Process>, Vec<&pb::Process>) =
+            listed.processes.iter().rev().partition(|p| p.status() == pb::Status::Running);
+        let running: Vec<String> = running.into_iter().take(KNOWN_NAMES_SHOWN).map(shown).collect();
+        let ended: Vec<String> = ended
+            .into_iter()
+            .take(KNOWN_NAMES_SHOWN.saturating_sub(running.len()))
+            .map(shown)
             .collect();
         let here = self.host.as_deref().map(|h| format!(" on host {h}")).unwrap_or_default();
-        let mut text = if known.is_empty() {
-            format!("No process exists{here}; start one with process_start.")
-        } else {
-            format!("Give an id or a name; the newest processes{here}: {}.", known.join(", "))
+        let mut text = match (running.is_empty(), ended.is_empty()) {
+            (true, true) => format!("No process exists{here}; start one with process_start."),
+            (false, true) => {
+                format!("Give an id or a name; running{here}: {}.", running.join(", "))
+            }
+            (true, false) => format!(
+                "Give an id or a name; none runs{here}; ended (their output can be read): {}.",
+                ended.join(", ")
+            ),
+            (false, false) => format!(
+                "Give an id or a name; running{here}: {}; ended (their output can be read): {}.",
+                running.join(", "),
+                ended.join(", ")
+            ),
         };
         if self.hosts.offered() {
             text.push_str(

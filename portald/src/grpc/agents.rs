@@ -72,8 +72,10 @@ fn agent_pb(d: &Daemon, r: AgentRecord) -> pb::Agent {
     let handle = d.registry.get(&ProcTarget::Id(r.id.0)).ok();
     let process_status =
         handle.as_ref().map_or(pb::Status::Unspecified, |h| status_pb(h.status()).0);
-    let awaiting_secret =
-        handle.is_some_and(|h| h.shared.awaiting_secret.load(std::sync::atomic::Ordering::Acquire));
+    let awaiting_secret = handle
+        .as_ref()
+        .is_some_and(|h| h.shared.awaiting_secret.load(std::sync::atomic::Ordering::Acquire));
+    let process_name = handle.and_then(|h| h.facts.spec.name.clone()).unwrap_or_default();
     pb::Agent {
         id: r.id.0,
         name: r.name.unwrap_or_default(),
@@ -90,6 +92,7 @@ fn agent_pb(d: &Daemon, r: AgentRecord) -> pb::Agent {
         process_status: process_status.into(),
         awaiting_secret,
         dialog: r.dialog.unwrap_or_default(),
+        process_name,
     }
 }
 

@@ -279,6 +279,19 @@ mod tests {
         assert_eq!(decide(&plain).state, InputState::AwaitingInput);
     }
 
+    /// The README's table of input states says how long a quiet program
+    /// stays `running` before it is `idle`.
+    #[test]
+    fn the_readme_says_when_a_quiet_program_is_idle() {
+        let readme = include_str!("../../../README.md");
+        let said = format!("| `idle` | quiet for {} s and not reading input", IDLE_QUIET.as_secs());
+        assert!(readme.contains(&said), "README.md does not say {said:?}");
+        let sleeping = Facts { since_output: IDLE_QUIET, ..facts(Some(Verdict::Other)) };
+        assert_eq!(decide(&sleeping).state, InputState::Idle);
+        let between_steps = Facts { since_output: IDLE_QUIET / 2, ..facts(Some(Verdict::Other)) };
+        assert_eq!(decide(&between_steps).state, InputState::Running);
+    }
+
     #[test]
     fn without_the_kernel_the_heuristic_says_so() {
         let r = decide(&facts(None));

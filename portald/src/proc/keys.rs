@@ -19,9 +19,41 @@
 /// A key name that is not in the grammar.
 #[derive(Debug, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "unknown key {0:?}: use names like Enter, Tab, Esc, Backspace, Up, PageDown, F5, C-c or M-x (send text as text)"
+    "unknown key {0:?}: the keys are Enter, Tab, BTab, Esc, Backspace, Space, Up, Down, Left, Right, Home, End, PageUp, PageDown, Insert, Delete, F1 to F12, C- with a letter or one of @[\\]^_? (C-c), and M- with a key or a character (M-x); to type these characters, send them as text"
 )]
 pub(crate) struct UnknownKey(pub(crate) String);
+
+/// Longest run of digits after `F` that reads as a function key (`F13`,
+/// `F24`, `F100`): longer is a word, typed as it is.
+const MAX_FUNCTION_KEY_DIGITS: usize = 3;
+
+/// Whether a name outside the grammar still reads as a key (`F13`, `C-ab`,
+/// `Ctrl-1`, `Alt-`, `S-Up`): typing it would put its letters where a
+/// keypress was meant, so a send refuses it. Anything else (`Entr`, `:q!`,
+/// `hello`) is text.
+pub(crate) fn looks_like_a_key(name: &str) -> bool {
+    const MODIFIERS: [&str; 13] = [
+        "c-", "m-", "s-", "ctrl-", "ctrl+", "control-", "control+", "alt-", "alt+", "meta-",
+        "meta+", "shift-", "shift+",
+    ];
+    if name.is_empty() || name.len() > MAX_KEY_NAME || name.contains(char::is_whitespace) {
+        return false;
+    }
+    let lower = name.to_ascii_lowercase();
+    if let Some(digits) = lower.strip_prefix('f') {
+        return !digits.is_empty()
+            && digits.len() <= MAX_FUNCTION_KEY_DIGITS
+            && digits.bytes().all(|b| b.is_ascii_digit());
+    }
+    if MODIFIERS.iter().any(|m| lower.starts_with(m)) {
+        // `C-`, `M-` and `S-` are tmux's, case and all; the spelt-out
+        // modifiers are any case.
+        let tmux = ["C-", "M-", "S-"].iter().any(|m| name.starts_with(m));
+        return tmux || !["c-", "m-", "s-"].iter().any(|m| lower.starts_with(m));
+    }
+    let mut chars = name.chars();
+    matches!((chars.next(), chars.next(), chars.next()), (Some('^'), Some(_), None))
+}
 
 /// Whether cursor keys use application mode.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -210,6 +242,23 @@ mod tests {
         ] {
             let want = parse(tmux, CursorMode::Normal).unwrap();
             assert_eq!(parse(alias, CursorMode::Normal), Ok(want), "{alias}");
+        }
+    }
+
+    #[test]
+    fn names_outside_the_grammar_that_read_as_keys() {
+        for key in
+            ["F13", "F24", "f99", "F0", "C-ab", "C-1", "M-xy", "Ctrl-1", "alt+", "S-Up", "^1"]
+        {
+            assert!(parse(key, CursorMode::Normal).is_err(), "{key:?} parses");
+            assert!(looks_like_a_key(key), "{key:?} reads as text");
+        }
+        for text in ["Entr", ":q!", "hello", "F", "Foo", "F1234", "c-3po", "x", "^", "a b", "-"] {
+            assert!(!looks_like_a_key(text), "{text:?} reads as a key");
+        }
+        let said = UnknownKey("F13".into()).to_string();
+        for known in ["Enter", "PageDown", "F1 to F12", "C-c", "M-x", "as text"] {
+            assert!(said.contains(known), "{said}");
         }
     }
 
