@@ -3,7 +3,10 @@
 //! `PREFIX/bin`, with the man pages and the shell completions where the
 //! shells and `man` look under that prefix. Each binary is replaced by a
 //! rename, so a portald running from the old file runs on untouched (`daemon
-//! upgrade` then moves it to the new one, every program kept).
+//! upgrade --binary PREFIX/bin/portald` then moves it to the new one, every
+//! program kept). It ends with the next steps: how to load the completions,
+//! and how to register the installed portal-shim with MCP clients (or, with
+//! `--register`, it registers it; see [`crate::register`]).
 
 use std::io::Write as _;
 use std::os::unix::fs::PermissionsExt as _;
@@ -12,12 +15,13 @@ use std::path::{Path, PathBuf};
 use anyhow::Context as _;
 
 use crate::Outcome;
+use crate::register::Register;
 
 /// Every binary Portal needs, side by side.
 const BINARIES: [&str; 4] = ["portal-cli", "portald", "portal-shim", "portal-holder"];
 
-/// `portal-cli install [--prefix P] [--dry-run]`.
-pub(crate) fn install(prefix: Option<PathBuf>, dry_run: bool) -> Outcome {
+/// `portal-cli install [--prefix P] [--dry-run] [--register]`.
+pub(crate) async fn install(prefix: Option<PathBuf>, dry_run: bool, register: Register) -> Outcome {
     let prefix = match prefix {
         Some(p) => p,
         None => home()?.join(".local"),
@@ -48,6 +52,7 @@ pub(crate) fn install(prefix: Option<PathBuf>, dry_run: bool) -> Outcome {
             println!("would write {}", path.display());
         }
         println!("would write the man pages into {}", man.display());
+        crate::register::register(&bin.join("portal-shim"), Register::Print).await;
         return Ok(());
     }
     for (src, name) in sources.iter().zip(BINARIES) {
@@ -60,7 +65,17 @@ pub(crate) fn install(prefix: Option<PathBuf>, dry_run: bool) -> Outcome {
         let script = crate::complete::script(*shell, &bin.join("portal-cli").to_string_lossy())?;
         write_file(path, &script)?;
     }
-    println!("completions for bash, zsh and fish under {}", share.display());
+    // bash-completion looks under PREFIX/share only for some prefixes and
+    // versions, zsh only in its fpath, fish only in XDG_DATA_DIRS: sourcing
+    // the file from the shell's startup file works everywhere.
+    let [(_, bash), (_, zsh), (_, fish)] = &completions;
+    println!(
+        "completions for bash, zsh and fish under {}; to load them in new shells:",
+        share.display()
+    );
+    println!("  bash: add `source {}` to ~/.bashrc", shell_quote(bash));
+    println!("  zsh: add `source {}` to ~/.zshrc, after compinit", shell_quote(zsh));
+    println!("  fish: add `source {}` to ~/.config/fish/config.fish", shell_quote(fish));
     // The installed portal-cli writes the pages, so portald's and
     // portal-shim's come from the installed binaries beside it.
     let pages = std::process::Command::new(bin.join("portal-cli"))
@@ -89,10 +104,14 @@ pub(crate) fn install(prefix: Option<PathBuf>, dry_run: bool) -> Outcome {
     let cli = bin.join("portal-cli");
     repoint_services(&cli)?;
     repoint_hooks(&cli);
+    // Without --binary, upgrade re-executes the path the running portald
+    // was started from, which is the build's, not the installed one.
     println!(
-        "a portald already running keeps its old binary until `{} daemon upgrade` (every program keeps running)",
-        cli.display()
+        "a portald already running keeps its old binary until `{} daemon upgrade --binary {}` (every program keeps running)",
+        shell_quote(&cli),
+        shell_quote(&bin.join("portald"))
     );
+    crate::register::register(&bin.join("portal-shim"), register).await;
     Ok(())
 }
 
@@ -179,6 +198,10 @@ fn write_file(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
         std::fs::File::create(path).with_context(|| format!("writing {}", path.display()))?;
     f.write_all(bytes)?;
     Ok(())
+}
+
+fn shell_quote(path: &Path) -> String {
+    portal_proto::hosts::shell_quote(&path.to_string_lossy())
 }
 
 fn same_dir(a: &Path, b: &Path) -> bool {

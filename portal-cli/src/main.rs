@@ -23,6 +23,7 @@ mod install;
 mod notify;
 mod output;
 mod procs;
+mod register;
 mod search;
 mod service;
 mod sigpipe;
@@ -249,7 +250,8 @@ enum Command {
         shell: clap_complete::Shell,
     },
     /// Put the four binaries from beside this portal-cli on your PATH
-    /// (PREFIX/bin), with man pages and bash, zsh and fish completions.
+    /// (PREFIX/bin), with man pages and bash, zsh and fish completions, and
+    /// say how to load those and register portal-shim with MCP clients.
     Install {
         /// Where to install [default: ~/.local].
         #[arg(long)]
@@ -257,6 +259,11 @@ enum Command {
         /// Say what would be written, write nothing.
         #[arg(long)]
         dry_run: bool,
+        /// Register the installed portal-shim with Claude Code (user scope)
+        /// and Codex, through their CLIs when they are on PATH; without it
+        /// the commands are printed.
+        #[arg(long)]
+        register: bool,
     },
     /// Write the man pages of portal-cli (and each subcommand), portald and
     /// portal-shim into a directory (e.g. ~/.local/share/man/man1).
@@ -592,7 +599,11 @@ async fn run(mut cli: Cli) -> Outcome {
         Command::Service(cmd) => return service::run(cmd).map_err(Failure::Failed),
         Command::Completions { shell } => return complete::completions(shell),
         Command::Man { dir } => return docs::man(&dir),
-        Command::Install { prefix, dry_run } => return install::install(prefix, dry_run),
+        Command::Install { prefix, dry_run, register } => {
+            let register =
+                if register { register::Register::Perform } else { register::Register::Print };
+            return install::install(prefix, dry_run, register).await;
+        }
         Command::Version { out } if TARGET.get().is_some_and(Target::is_local) => {
             return daemonctl::version(out).await;
         }

@@ -1,7 +1,8 @@
 //! The real `portal-cli` binary against a real `portald` on a private socket:
 //! round trips, `read -f` exactly once, `attach` driven through a PTY (the
-//! daemon itself runs the CLI on a terminal), `--json`, exit codes, and the
-//! service files.
+//! daemon itself runs the CLI on a terminal), `--json`, exit codes, the
+//! service files, and `install` (its next steps, and its registration with
+//! the real Claude Code and Codex CLIs, which skips without them outside CI).
 #![allow(clippy::unwrap_used, reason = "a test fails loudly on the first unexpected error")]
 
 use std::path::{Path, PathBuf};
@@ -1402,4 +1403,217 @@ async fn wait_on_several_processes_says_which_ended_it_and_why() {
     assert_eq!(o.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&o.stderr).contains("every wait timed out"), "{o:?}");
     d.stop().await;
+}
+
+#[tokio::test]
+async fn install_says_how_to_load_completions_upgrade_and_register() {
+    let dir = test_dir();
+    let prefix = dir.path().join("prefix");
+    let bin = prefix.join("bin");
+    let s = dir.path().join("s").join("portald.sock");
+    let data = dir.path().join("data");
+    let home = dir.path().join("home");
+    // A PATH with neither `claude` nor `codex` on it.
+    let nothing = dir.path().join("nothing");
+    std::fs::create_dir_all(&home).unwrap();
+    std::fs::create_dir_all(&nothing).unwrap();
+    let env = [
+        ("HOME", home.to_str().unwrap()),
+        ("CODEX_HOME", &format!("{}/.codex", home.display())),
+        ("PATH", nothing.to_str().unwrap()),
+        ("PORTAL_DATA_DIR", data.to_str().unwrap()),
+    ];
+    let prefix_arg = prefix.to_str().unwrap();
+    let said = ok(&cli_env(&s, &["install", "--prefix", prefix_arg], &env).await);
+    let shim = bin.join("portal-shim").display().to_string();
+    assert!(
+        said.contains(&format!(
+            "to use Portal from Claude Code (every project): claude mcp add -s user portal -- {shim}\n"
+        )),
+        "{said}"
+    );
+    // Codex passes its servers only a few variables: the socket and data
+    // directory this portal-cli uses go in the server's env.
+    assert!(
+        said.contains(&format!(
+            "to use Portal from Codex: codex mcp add portal --env 'PORTAL_SOCKET={}' --env 'PORTAL_DATA_DIR={}' -- {shim}\n",
+            s.display(),
+            data.display()
+        )),
+        "{said}"
+    );
+    assert!(
+        said.contains("`default_tools_approval_mode = \"approve\"` is under [mcp_servers.portal]")
+    );
+    assert!(
+        said.contains(&format!(
+            "`{} daemon upgrade --binary {}`",
+            bin.join("portal-cli").display(),
+            bin.join("portald").display()
+        )),
+        "the upgrade names the installed portald: {said}"
+    );
+    assert!(!home.join(".claude.json").exists(), "nothing is registered without --register");
+    // The bash line, run as printed, loads the installed completions.
+    let source = said
+        .lines()
+        .find_map(|l| l.strip_prefix("  bash: add `"))
+        .and_then(|l| l.split('`').next())
+        .unwrap_or_else(|| panic!("no bash line in {said}"));
+    let bash = bounded(
+        "bash running the printed line",
+        tokio::process::Command::new("bash")
+            .arg("-c")
+            .arg(format!("{source} && complete -p portal-cli"))
+            .output(),
+    )
+    .await
+    .unwrap();
+    assert!(bash.status.success(), "{source}: {}", String::from_utf8_lossy(&bash.stderr));
+    // With --register and neither client on PATH: the commands, and why.
+    let said = ok(&cli_env(&s, &["install", "--prefix", prefix_arg, "--register"], &env).await);
+    assert!(
+        said.contains(&format!(
+            "Claude Code (claude) is not on your PATH; to use Portal from it: claude mcp add -s user portal -- {shim}\n"
+        )),
+        "{said}"
+    );
+    assert!(
+        said.contains(
+            "Codex (codex) is not on your PATH; to use Portal from it: codex mcp add portal --env"
+        ),
+        "{said}"
+    );
+}
+
+/// How long one command of a real MCP client's CLI may take: Claude Code's
+/// first start reads a 400 MB binary, and its `mcp list` starts every
+/// server to check it.
+const CLIENT_CLI_BOUND: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// Runs `program` in `cwd` with `env` (a private HOME among it), bounded.
+async fn run_in(program: &Path, args: &[&str], cwd: &Path, env: &[(&str, String)]) -> Output {
+    let mut cmd = tokio::process::Command::new(program);
+    cmd.args(args)
+        .current_dir(cwd)
+        .stdin(std::process::Stdio::null())
+        // Else Claude Code reads and writes the user's own configuration.
+        .env_remove("CLAUDE_CONFIG_DIR")
+        .kill_on_drop(true);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let what = format!("{} {args:?}", program.display());
+    match tokio::time::timeout(CLIENT_CLI_BOUND, cmd.output()).await {
+        Ok(out) => out.unwrap(),
+        Err(_) => panic!("timed out after {CLIENT_CLI_BOUND:?} waiting for {what}"),
+    }
+}
+
+/// `install --register` with the real Claude Code and Codex CLIs (npm,
+/// pinned in `tests/agents`) on PATH, in a private HOME and CODEX_HOME:
+/// Claude Code sees the server from another directory (user scope) and
+/// connects to it, Codex lists it with the socket and data directory in its
+/// env, and a second install keeps both entries and what a person added.
+/// Without the CLIs it skips; under `CI=true` it fails instead.
+#[tokio::test]
+async fn install_registers_portal_with_the_real_claude_code_and_codex() {
+    let found = portal_tests::fake_models::installed();
+    if !found.missing.is_empty() {
+        assert!(std::env::var_os("CI").is_none(), "{} (CI must run them)", found.missing);
+        eprintln!("skipping: {}", found.missing);
+        return;
+    }
+    let (Some(claude), Some(codex)) = (found.claude, found.codex) else {
+        panic!("installed() found both CLIs but named neither");
+    };
+    let dir = test_dir();
+    let prefix = dir.path().join("prefix");
+    let shim = prefix.join("bin/portal-shim").display().to_string();
+    let s = dir.path().join("s").join("portald.sock");
+    let data = dir.path().join("data");
+    let home = dir.path().join("home");
+    let codex_home = home.join(".codex");
+    let project = dir.path().join("project");
+    let elsewhere = dir.path().join("elsewhere");
+    let clients = dir.path().join("clients");
+    for d in [&codex_home, &project, &elsewhere, &clients, &home.join("tmp")] {
+        std::fs::create_dir_all(d).unwrap();
+    }
+    std::os::unix::fs::symlink(&claude, clients.join("claude")).unwrap();
+    std::os::unix::fs::symlink(&codex, clients.join("codex")).unwrap();
+    let path = format!("{}:{}", clients.display(), std::env::var("PATH").unwrap_or_default());
+    let env = [
+        ("HOME", home.display().to_string()),
+        ("CODEX_HOME", codex_home.display().to_string()),
+        ("PATH", path),
+        ("PORTAL_SOCKET", s.display().to_string()),
+        ("PORTAL_DATA_DIR", data.display().to_string()),
+        // The health check starts the shim, which must not start a daemon.
+        ("PORTAL_NO_AUTOSTART", "1".into()),
+        ("NO_COLOR", "1".into()),
+        ("TMPDIR", home.join("tmp").display().to_string()),
+        ("CLAUDE_CODE_TMPDIR", home.join("tmp").display().to_string()),
+        ("DISABLE_AUTOUPDATER", "1".into()),
+        ("DISABLE_TELEMETRY", "1".into()),
+        ("DISABLE_ERROR_REPORTING", "1".into()),
+        ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1".into()),
+    ];
+    let install = ["install", "--prefix", prefix.to_str().unwrap(), "--register"];
+    let said = ok(&run_in(Path::new(CLI), &install, &project, &env).await);
+    assert!(
+        said.contains(&format!(
+            "registered Portal with Claude Code for every project: claude mcp add -s user portal -- {shim}\n"
+        )),
+        "{said}"
+    );
+    assert!(said.contains("registered Portal with Codex: codex mcp add portal --env"), "{said}");
+    // From another directory: a local (per-project) entry would not show.
+    let listed = ok(&run_in(&clients.join("claude"), &["mcp", "list"], &elsewhere, &env).await);
+    let line = listed
+        .lines()
+        .find(|l| l.starts_with(&format!("portal: {shim} ")))
+        .unwrap_or_else(|| panic!("Claude Code does not list portal from elsewhere: {listed}"));
+    assert!(line.contains("Connected"), "{line}");
+    let codex_list = |cwd: PathBuf| {
+        let (clients, env) = (&clients, &env);
+        async move {
+            let out =
+                ok(&run_in(&clients.join("codex"), &["mcp", "list", "--json"], &cwd, env).await);
+            let list: Value = serde_json::from_str(&out).unwrap();
+            list.as_array()
+                .unwrap()
+                .iter()
+                .find(|e| e["name"] == "portal")
+                .cloned()
+                .unwrap_or_else(|| panic!("Codex does not list portal: {out}"))
+        }
+    };
+    let entry = codex_list(elsewhere.clone()).await;
+    assert_eq!(entry["transport"]["command"], shim.as_str(), "{entry}");
+    assert_eq!(entry["transport"]["env"]["PORTAL_SOCKET"], s.to_str().unwrap(), "{entry}");
+    assert_eq!(entry["transport"]["env"]["PORTAL_DATA_DIR"], data.to_str().unwrap(), "{entry}");
+    // The approval setting install names is one Codex accepts; a second
+    // install leaves both entries, and that setting, as they are.
+    let config = codex_home.join("config.toml");
+    let before = std::fs::read_to_string(&config).unwrap();
+    assert!(before.contains("[mcp_servers.portal]\n"), "{before}");
+    let text = before.replacen(
+        "[mcp_servers.portal]\n",
+        "[mcp_servers.portal]\ndefault_tools_approval_mode = \"approve\"\n",
+        1,
+    );
+    std::fs::write(&config, &text).unwrap();
+    let said = ok(&run_in(Path::new(CLI), &install, &elsewhere, &env).await);
+    assert!(
+        said.contains(&format!("Claude Code already runs {shim} as its MCP server portal")),
+        "{said}"
+    );
+    assert!(
+        said.contains(&format!("Codex already runs {shim} as its MCP server portal")),
+        "{said}"
+    );
+    assert_eq!(std::fs::read_to_string(&config).unwrap(), text);
+    assert_eq!(codex_list(project).await["transport"]["command"], shim.as_str());
+    kill_what_outlives(&s);
 }
