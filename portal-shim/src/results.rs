@@ -28,7 +28,7 @@ pub(crate) struct ProcessInfo {
     #[serde(skip_serializing_if = "String::is_empty")]
     pub(crate) status: String,
     /// Started on a PTY (absent: pipes).
-    #[serde(skip_serializing_if = "is_false")]
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub(crate) pty: bool,
     /// Program.
     pub(crate) command: String,
@@ -70,7 +70,7 @@ pub(crate) struct ProcessInfo {
     pub(crate) io_count: u64,
     /// It waits for a password or passphrase (echo off). Do not type it:
     /// ask the person to run `portal-cli secret <id>`.
-    #[serde(skip_serializing_if = "is_false")]
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub(crate) awaiting_secret: bool,
     /// running (working or printing), awaiting_input (blocked reading its
     /// input: type the next command), awaiting_secret, idle (quiet, not
@@ -84,11 +84,6 @@ pub(crate) struct ProcessInfo {
     pub(crate) input_source: String,
     /// The next step, when the process needs one of a person.
     pub(crate) hint: Option<String>,
-}
-
-/// For `skip_serializing_if`: a flag at its default.
-fn is_false(b: &bool) -> bool {
-    !*b
 }
 
 /// For `skip_serializing_if`: the input state came from the kernel (the
@@ -234,7 +229,7 @@ pub(crate) struct Output {
     /// through them. Absent when nothing was left out.
     pub(crate) omitted_cursor: Option<String>,
     /// True when some of the requested history was cleared before it could be read.
-    #[serde(skip_serializing_if = "is_false")]
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
     #[schemars(skip)]
     pub(crate) history_cleared: bool,
     /// Bytes inside this range that were never stored (a full disk); a
@@ -840,7 +835,7 @@ pub(crate) struct Waited {
     #[serde(skip_serializing_if = "String::is_empty")]
     pub(crate) output: String,
     /// `output` is the rendered screen of a full-screen program.
-    #[serde(skip_serializing_if = "is_false")]
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
     #[schemars(skip)]
     pub(crate) output_is_screen: bool,
     /// Bytes of raw output seen: for the text only.
@@ -848,7 +843,7 @@ pub(crate) struct Waited {
     #[schemars(skip)]
     pub(crate) bytes: u64,
     /// The output was cut to its newest part (max_bytes).
-    #[serde(skip_serializing_if = "is_false")]
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
     #[schemars(skip)]
     pub(crate) truncated: bool,
     /// When cut: `process_read` with this cursor pages through all of it.
@@ -867,12 +862,12 @@ pub(crate) struct Waited {
     pub(crate) command_exit_code: Option<i32>,
     /// A full-screen program is drawing (the alternate screen, or the main
     /// screen taken over as top does): use process_screen.
-    #[serde(skip_serializing_if = "is_false")]
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub(crate) alternate_screen: bool,
     /// The screen, when asked for, down to its last written row.
     pub(crate) screen: Option<Vec<String>>,
     /// The pattern was already on the screen when the wait began.
-    #[serde(skip_serializing_if = "is_false")]
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
     #[schemars(skip)]
     pub(crate) matched_at_entry: bool,
     /// The timeout used, in ms: for the hint and the text.
@@ -880,13 +875,13 @@ pub(crate) struct Waited {
     #[schemars(skip)]
     pub(crate) effective_timeout_ms: u64,
     /// The requested timeout was above the server's ceiling and was lowered.
-    #[serde(skip_serializing_if = "is_false")]
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
     #[schemars(skip)]
     pub(crate) timeout_clamped: bool,
     /// The program now waits for a password (echo off): ask the person to
     /// run `portal-cli secret <id>`; never type it yourself. Left out of
     /// the schema: `reason` and `hint` say it too.
-    #[serde(skip_serializing_if = "is_false")]
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
     #[schemars(skip)]
     pub(crate) awaiting_secret: bool,
     /// What to do next, when it is not obvious.
