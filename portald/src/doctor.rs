@@ -32,7 +32,7 @@ const MAX_SKIPS: u32 = 1000;
 pub fn run(config: &Config) -> anyhow::Result<String> {
     // Held to the end: a client auto-starting a daemon meanwhile would open
     // the database being repaired.
-    let _lock = hold_lock(&config.socket)?;
+    let _lock = hold_lock(config)?;
     let db = config.database();
     if !db.exists() {
         return Ok(format!("no database at {}: nothing to check\n", db.display()));
@@ -78,20 +78,21 @@ pub fn run(config: &Config) -> anyhow::Result<String> {
     Ok(out)
 }
 
-/// Takes the daemon's lock beside the socket (a daemon cannot start while
-/// it is held); fails when a daemon holds it.
-fn hold_lock(socket: &Path) -> anyhow::Result<Option<std::fs::File>> {
-    let mut name = socket.file_name().unwrap_or_default().to_owned();
-    name.push(".lock");
-    let lock = socket.with_file_name(name);
-    let Ok(file) = std::fs::OpenOptions::new().write(true).open(&lock) else { return Ok(None) };
-    if !crate::sys::try_lock_exclusive(&file).unwrap_or(false) {
-        anyhow::bail!(
-            "portald is running on {}: stop it first (portal-cli daemon stop), then run the doctor",
-            socket.display()
-        );
+/// Takes the daemon's lock on the data directory (a daemon cannot start
+/// while it is held); fails when a daemon holds it.
+fn hold_lock(config: &Config) -> anyhow::Result<Option<std::fs::File>> {
+    if !config.data_dir.exists() {
+        return Ok(None);
     }
-    Ok(Some(file))
+    match crate::instance::take(&config.data_dir) {
+        Ok(lock) => Ok(Some(lock)),
+        Err(crate::instance::LockError::Held { holder, .. }) => anyhow::bail!(
+            "portald{} is running on the database in {}: stop it first (portal-cli daemon stop), then run the doctor",
+            holder.map(|p| format!(" (pid {p})")).unwrap_or_default(),
+            config.data_dir.display()
+        ),
+        Err(e) => Err(e.into()),
+    }
 }
 
 /// Why a check did not pass.

@@ -33,10 +33,12 @@ pub mod config;
 mod daemon;
 pub mod doctor;
 mod domain;
+mod endpoint;
 mod error;
 #[cfg(test)]
 mod fuzz;
 mod grpc;
+mod instance;
 mod marks;
 mod osc;
 mod proc;

@@ -210,8 +210,8 @@ fn main() -> ExitCode {
                 tracing::error!(error = %err, "cannot exec any portald; the programs wait with portal-holder for the next start");
                 ExitCode::FAILURE
             }
-            Err(portald::StartError::AlreadyRunning { socket }) => {
-                tracing::info!(socket = %socket.display(), "another portald is already running; exiting");
+            Err(portald::StartError::AlreadyRunning { socket, why }) => {
+                tracing::info!(socket = %socket.display(), "{why}; exiting");
                 ExitCode::from(u8::try_from(EXIT_ALREADY_RUNNING).unwrap_or(1))
             }
             Err(portald::StartError::Failed(e)) => {

@@ -2,12 +2,13 @@
 //!
 //! [`bind`] prepares everything that can fail before the daemon is useful:
 //! the runtime directory (created 0700, refused if another user owns it or
-//! anyone else may write to it), the single-instance lock (`flock` on
-//! `<socket>.lock`: a second daemon gets [`StartError::AlreadyRunning`]), the
-//! stale socket left by a dead daemon (removed, since the lock proves nobody
-//! serves it), the database, and the listening socket (mode 0600). It
-//! returns once the socket listens, so connections made after it wait in the
-//! backlog until [`serve`] accepts them.
+//! anyone else may write to it), the data directory's lock (`instance`: one
+//! daemon per database, a second gets [`StartError::AlreadyRunning`]), the
+//! stale socket left by a dead daemon (removed once nothing answers on it),
+//! the database, and the listening socket (mode 0600). It returns once the
+//! socket listens, so connections made after it wait in the backlog until
+//! [`serve`] accepts them. What a live upgrade handed over is used only
+//! once `instance` has checked it.
 //!
 //! [`serve`] runs until the token is cancelled (SIGTERM/SIGINT in `main`, the
 //! Shutdown rpc, or a test), then shuts down in this order:
@@ -17,10 +18,11 @@
 //!    and records the end;
 //! 3. wait for every tracked task;
 //! 4. close the store: its writer commits what is queued and exits (joined);
-//! 5. unlink the socket and the lock file.
+//! 5. unlink the socket if it is still the one this daemon bound, and
+//!    release the lock (its file stays: see `instance`).
 
 use std::fs::File;
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -45,11 +47,13 @@ const CLIENT_DRAIN_GRACE: std::time::Duration = std::time::Duration::from_secs(2
 /// Why the daemon could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
-    /// Another daemon holds the socket's lock.
-    #[error("another portald is already running on {}", socket.display())]
+    /// Another daemon owns the database, or serves the socket.
+    #[error("{why}")]
     AlreadyRunning {
-        /// The socket it serves.
+        /// The socket this daemon was to serve.
         socket: PathBuf,
+        /// Which daemon, in words (its pid when known).
+        why: String,
     },
     /// Anything else, with context.
     #[error(transparent)]
@@ -60,8 +64,8 @@ pub enum StartError {
 pub struct Listener {
     config: Config,
     listener: portal_proto::transport::Listener,
+    /// The data directory's lock, held while this daemon lives.
     lock: File,
-    lock_path: PathBuf,
     store: Store,
     store_thread: StoreThread,
 }
@@ -70,33 +74,6 @@ impl std::fmt::Debug for Listener {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Listener").field("socket", &self.config.socket).finish_non_exhaustive()
     }
-}
-
-fn private_dir(dir: &Path, what: &str) -> anyhow::Result<()> {
-    if !dir.exists() {
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(dir)
-            .with_context(|| format!("creating the {what} directory {}", dir.display()))?;
-    }
-    let meta = std::fs::metadata(dir).with_context(|| format!("reading {}", dir.display()))?;
-    let me = portal_proto::paths::uid();
-    if meta.uid() != me {
-        anyhow::bail!(
-            "refusing to use the {what} directory {}: it belongs to uid {}, not {me}",
-            dir.display(),
-            meta.uid()
-        );
-    }
-    if meta.mode() & 0o022 != 0 {
-        anyhow::bail!(
-            "refusing to use the {what} directory {}: others may write to it (mode {:o}); use a private directory",
-            dir.display(),
-            meta.mode() & 0o7777
-        );
-    }
-    Ok(())
 }
 
 /// Keeps the log private whatever the umask: the data directory 0700, the
@@ -139,35 +116,57 @@ fn tighten(path: &Path, mode: u32) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Takes the single-instance lock and removes a stale socket (which the
-/// lock proves nobody serves).
-fn take_lock(socket: &Path, lock_path: &Path) -> Result<File, StartError> {
-    let lock = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .mode(0o600)
-        .open(lock_path)
-        .with_context(|| format!("opening the lock file {}", lock_path.display()))?;
-    if !sys::try_lock_exclusive(&lock)
-        .with_context(|| format!("locking {}", lock_path.display()))?
-    {
-        return Err(StartError::AlreadyRunning { socket: socket.to_path_buf() });
+/// Removes a socket nobody answers on, as a killed daemon leaves it. One
+/// that answers is another daemon's (another data directory, the same
+/// socket): it stays, and this one does not start.
+fn remove_stale_socket(socket: &Path) -> Result<(), StartError> {
+    let Ok(meta) = std::fs::symlink_metadata(socket) else { return Ok(()) };
+    use std::os::unix::fs::FileTypeExt as _;
+    if !meta.file_type().is_socket() {
+        return Err(anyhow::anyhow!(
+            "{} exists and is not a socket; portald will not delete it: move it away or choose another --socket",
+            socket.display()
+        )
+        .into());
     }
-    if let Ok(meta) = std::fs::symlink_metadata(socket) {
-        use std::os::unix::fs::FileTypeExt as _;
-        if !meta.file_type().is_socket() {
-            return Err(anyhow::anyhow!(
-                "{} exists and is not a socket; portald will not delete it: move it away or choose another --socket",
+    if std::os::unix::net::UnixStream::connect(socket).is_ok() {
+        return Err(StartError::AlreadyRunning {
+            socket: socket.to_path_buf(),
+            why: format!(
+                "another portald (with another data directory) serves {}: stop it, or choose another --socket",
                 socket.display()
-            )
-            .into());
-        }
-        tracing::info!(socket = %socket.display(), "removing a stale socket");
-        std::fs::remove_file(socket)
-            .with_context(|| format!("removing stale socket {}", socket.display()))?;
+            ),
+        });
     }
-    Ok(lock)
+    tracing::info!(socket = %socket.display(), "removing a stale socket");
+    std::fs::remove_file(socket)
+        .with_context(|| format!("removing stale socket {}", socket.display()))?;
+    Ok(())
+}
+
+/// What a predecessor handed over, each descriptor used only if it checks
+/// out: a leaked or crafted `PORTAL_HANDOVER` is a normal start.
+fn checked_handover(config: &Config) -> (Option<File>, Option<std::os::fd::OwnedFd>) {
+    let Some(mut inherited) = crate::upgrade::take_inherited() else { return (None, None) };
+    crate::upgrade::keep_fallback(&mut inherited);
+    let lock = inherited.lock.take().and_then(|fd| {
+        crate::instance::verify_lock(fd, &config.data_dir)
+            .inspect_err(|why| {
+                tracing::warn!("not using the lock {} named: {why}", crate::upgrade::HANDOVER_ENV);
+            })
+            .ok()
+    });
+    let listener = inherited.listener.take().filter(|fd| {
+        crate::instance::verify_listener(fd, &config.socket)
+            .inspect_err(|why| {
+                tracing::warn!(
+                    "not using the socket {} named: {why}",
+                    crate::upgrade::HANDOVER_ENV
+                );
+            })
+            .is_ok()
+    });
+    (lock, listener)
 }
 
 /// Prepares the directories, the lock, the database and the socket. Must be
@@ -179,23 +178,24 @@ fn take_lock(socket: &Path, lock_path: &Path) -> Result<File, StartError> {
 pub fn bind(config: &Config) -> Result<Listener, StartError> {
     let socket = config.socket.clone();
     portal_proto::client::check_socket_path(&socket).map_err(|e| anyhow::anyhow!(e))?;
-    let dir = socket.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    private_dir(dir, "socket")?;
-    private_dir(&config.data_dir, "data")?;
+    crate::endpoint::private_dir(crate::endpoint::socket_dir(&socket), "socket")?;
+    crate::endpoint::private_dir(&config.data_dir, "data")?;
     private_files(&config.data_dir, &config.database())?;
-    let mut lock_name = socket.file_name().unwrap_or_default().to_owned();
-    lock_name.push(".lock");
-    let lock_path = socket.with_file_name(lock_name);
     // A live upgrade hands over the listening socket and the lock, still
     // held: nobody can slip in between the two daemons.
-    let inherited = crate::upgrade::take_inherited().and_then(|mut i| {
-        crate::upgrade::keep_fallback(&mut i);
-        Some((i.lock.take()?, i.listener.take()?))
-    });
-    let (lock, inherited_listener) = match inherited {
-        Some((lock, listener)) => (File::from(lock), Some(listener)),
-        None => (take_lock(&socket, &lock_path)?, None),
+    let (lock, inherited_listener) = checked_handover(config);
+    let lock = match lock {
+        Some(lock) => lock,
+        None => crate::instance::take(&config.data_dir).map_err(|e| match e {
+            crate::instance::LockError::Held { .. } => {
+                StartError::AlreadyRunning { socket: socket.clone(), why: e.to_string() }
+            }
+            crate::instance::LockError::Io { .. } => StartError::Failed(e.into()),
+        })?,
     };
+    if inherited_listener.is_none() {
+        remove_stale_socket(&socket)?;
+    }
     let (store, store_thread) = Store::open(&config.database(), config.retention)
         .map_err(|e| anyhow::anyhow!(e))
         .with_context(|| {
@@ -211,7 +211,7 @@ pub fn bind(config: &Config) -> Result<Listener, StartError> {
             .with_context(|| format!("binding {}", socket.display()))?,
     };
     tracing::info!(socket = %socket.display(), database = %config.database().display(), "listening");
-    Ok(Listener { config: config.clone(), listener, lock, lock_path, store, store_thread })
+    Ok(Listener { config: config.clone(), listener, lock, store, store_thread })
 }
 
 /// How serving ended.
@@ -230,11 +230,8 @@ pub enum Ended {
 /// # Errors
 /// When the socket cannot be served.
 pub async fn serve(listener: Listener, shutdown: CancellationToken) -> anyhow::Result<Ended> {
-    let Listener { config, listener, lock, lock_path, store, store_thread } = listener;
+    let Listener { config, listener, lock, store, store_thread } = listener;
     let socket = config.socket.clone();
-    // Kept for a live upgrade: the new binary listens on the same socket,
-    // and clients that connect during the handover wait in its backlog.
-    let listen_fd = listener.duplicate_fd().context("duplicating the listening socket")?;
     let tracker = TaskTracker::new();
     // Every program is spawned, held and reaped by the holder, so that it
     // outlives this daemon; it is started here when none runs.
@@ -276,7 +273,11 @@ pub async fn serve(listener: Listener, shutdown: CancellationToken) -> anyhow::R
     daemon.supervise_adopted();
     // From here a failure is a crash like any other: the next start adopts.
     crate::upgrade::served();
-    let incoming = listener.incoming();
+    // The socket is bound again if someone deletes it; a live upgrade hands
+    // the newest listener over, so clients that connect during the handover
+    // wait in its backlog.
+    let (endpoint, incoming) =
+        crate::endpoint::Endpoint::serve(listener, socket.clone(), shutdown.clone());
     let service = PortalServer::new(PortalService::new(Arc::clone(&daemon)))
         .max_decoding_message_size(portal_proto::MAX_MESSAGE_BYTES)
         .max_encoding_message_size(portal_proto::MAX_MESSAGE_BYTES);
@@ -320,6 +321,7 @@ pub async fn serve(listener: Listener, shutdown: CancellationToken) -> anyhow::R
         if let Err(e) = served {
             tracing::warn!(error = %e, "serving gRPC ended with an error; handing over anyway");
         }
+        let listen_fd = endpoint.handover_fd().context("duplicating the listening socket")?;
         let handover = crate::upgrade::Handover { plan, listener: listen_fd, lock: lock.into() };
         return Ok(Ended::Upgrade(handover));
     }
@@ -343,13 +345,7 @@ pub async fn serve(listener: Listener, shutdown: CancellationToken) -> anyhow::R
     })
     .await
     .ok();
-    for path in [&socket, &lock_path] {
-        if let Err(e) = std::fs::remove_file(path)
-            && e.kind() != std::io::ErrorKind::NotFound
-        {
-            tracing::warn!(path = %path.display(), error = %e, "cannot remove");
-        }
-    }
+    endpoint.remove_if_ours();
     drop(lock);
     tracing::info!("portald stopped");
     served.context("serving gRPC").map(|()| Ended::Stopped)

@@ -384,6 +384,20 @@ pub(crate) fn try_lock_exclusive(file: &std::fs::File) -> io::Result<bool> {
     }
 }
 
+/// The path a listening Unix socket is bound to; `None` when `fd` is not
+/// a listening Unix socket bound to a path.
+pub(crate) fn listening_unix_path(fd: &impl std::os::fd::AsFd) -> Option<std::path::PathBuf> {
+    use std::os::unix::ffi::OsStrExt as _;
+    if rustix::net::sockopt::socket_domain(fd).ok()? != rustix::net::AddressFamily::UNIX
+        || !rustix::net::sockopt::socket_acceptconn(fd).ok()?
+    {
+        return None;
+    }
+    let addr = rustix::net::SocketAddrUnix::try_from(rustix::net::getsockname(fd).ok()?).ok()?;
+    let path = addr.path()?;
+    Some(std::path::PathBuf::from(std::ffi::OsStr::from_bytes(path.to_bytes())))
+}
+
 /// Runs `f` on a descriptor the caller keeps open for the call (the borrow
 /// cannot outlive `f`).
 fn with_fd<T>(fd: std::os::fd::RawFd, f: impl FnOnce(std::os::fd::BorrowedFd<'_>) -> T) -> T {

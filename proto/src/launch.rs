@@ -123,6 +123,9 @@ fn spawn_daemon(opts: &LaunchOptions) -> Result<Child, ClientError> {
     })?;
     let mut cmd = Command::new(&daemon);
     cmd.arg("--detach").arg("--socket").arg(&opts.socket);
+    // Only a daemon handing itself over sets this; one leaked into a
+    // client's environment must not reach a daemon it starts.
+    cmd.env_remove(crate::environ::HANDOVER_ENV);
     if let Some(dir) = &opts.data_dir {
         cmd.arg("--data-dir").arg(dir);
     }

@@ -9,7 +9,10 @@ async fn a_second_daemon_on_the_same_socket_is_refused() {
     let d = TestDaemon::start().await;
     let config = config_in(d.dir.path());
     match portald::bind(&config) {
-        Err(portald::StartError::AlreadyRunning { socket }) => assert_eq!(socket, d.socket()),
+        Err(portald::StartError::AlreadyRunning { socket, why }) => {
+            assert_eq!(socket, d.socket());
+            assert!(why.contains("already runs on the database"), "{why}");
+        }
         other => panic!("expected AlreadyRunning, got {other:?}"),
     }
     // The first daemon is undisturbed.

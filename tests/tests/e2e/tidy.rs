@@ -79,14 +79,14 @@ fn imported_modules(text: &str) -> std::collections::BTreeSet<String> {
 /// The daemon's modules by layer, from the bottom (ARCHITECTURE.md's code
 /// map lists them in this order).
 const DAEMON_LAYERS: &[&[&str]] = &[
-    &["domain", "config", "sys", "ansi", "osc", "profiles", "marks"],
+    &["domain", "config", "sys", "ansi", "osc", "profiles", "marks", "instance"],
     &["screen", "store"],
     &["agents", "doctor", "search", "upgrade"],
     &["proc"],
     &["error", "reads", "registry", "sends"],
     &["daemon", "waits"],
     &["changes"],
-    &["grpc"],
+    &["grpc", "endpoint"],
     &["server"],
 ];
 
