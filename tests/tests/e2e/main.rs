@@ -4,6 +4,7 @@
 #![allow(clippy::unwrap_used, reason = "a test fails loudly on the first unexpected error")]
 
 mod agents;
+mod agents_crash;
 mod capture;
 mod changes;
 mod clients;
