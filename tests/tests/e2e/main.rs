@@ -8,6 +8,7 @@ mod agents_crash;
 mod capture;
 mod changes;
 mod clients;
+mod codex_trust;
 mod daemon;
 mod disk;
 mod errors;
