@@ -208,6 +208,21 @@ fn agent_json(a: &pb::Agent) -> serde_json::Value {
     })
 }
 
+/// What Codex's trust in Portal's hooks means for the person, after the
+/// status: it runs a hook only once it was approved in its `/hooks` view.
+fn trust_words(trust: &str) -> &'static str {
+    match trust {
+        "trusted" => ", trusted by Codex",
+        "partly_trusted" => {
+            ", only partly trusted by Codex: run codex and approve the rest in its /hooks view"
+        }
+        "untrusted" => {
+            ", not yet trusted by Codex: run codex once and approve them in its /hooks view"
+        }
+        _ => "",
+    }
+}
+
 fn print_agents(r: &pb::AgentListResponse) {
     if r.agents.is_empty() {
         println!("No agents.");
@@ -491,11 +506,11 @@ pub(crate) async fn hooks(client: &Client, cmd: HooksCommand) -> Outcome {
     };
     let r = client.rpc().agent_hooks(req).await?.into_inner();
     if json_out {
-        print_json(&json!(r.reports.iter().map(|x| json!({"agent": x.agent, "path": x.path, "status": x.status, "note": x.note})).collect::<Vec<_>>()));
+        print_json(&json!(r.reports.iter().map(|x| json!({"agent": x.agent, "path": x.path, "status": x.status, "trust": x.trust, "note": x.note})).collect::<Vec<_>>()));
         return Ok(());
     }
     for x in &r.reports {
-        println!("{}: {} ({})", x.agent, x.status, x.path);
+        println!("{}: {}{} ({})", x.agent, x.status, trust_words(&x.trust), x.path);
         if !x.change.is_empty() {
             println!("  {}", x.change);
         }

@@ -588,6 +588,44 @@ async fn agents_hooks_and_the_in_band_emit_fallback() {
     assert!(codex.contains("not_detected"), "{codex}");
     ok(&cli_env(&s, &["hooks", "uninstall", "claude"], &env).await);
     assert_eq!(std::fs::read_to_string(&settings).unwrap(), original);
+    // Codex runs a hook only once it is trusted in its /hooks view: status
+    // says whether it is, and uninstall takes Portal's trust records along.
+    let config = home.path().join(".codex/config.toml");
+    std::fs::create_dir_all(config.parent().unwrap()).unwrap();
+    let original = "model = \"o4\"\n";
+    std::fs::write(&config, original).unwrap();
+    let out = ok(&cli_env(&s, &["hooks", "install", "codex"], &env).await);
+    assert!(
+        out.contains("codex: installed, not yet trusted by Codex: run codex once and approve"),
+        "{out}"
+    );
+    // What Codex writes once the person approved each of them.
+    let mut trusted = std::fs::read_to_string(&config).unwrap();
+    for event in [
+        "session_start",
+        "user_prompt_submit",
+        "permission_request",
+        "post_tool_use",
+        "stop",
+        "interrupt",
+        "session_end",
+    ] {
+        trusted.push_str(&format!(
+            "\n[hooks.state.\"{}:{event}:0:0\"]\ntrusted_hash = \"sha256:{event}\"\n",
+            config.display()
+        ));
+    }
+    std::fs::write(&config, &trusted).unwrap();
+    let out = ok(&cli_env(&s, &["hooks", "status", "codex"], &env).await);
+    assert!(out.contains("codex: installed, trusted by Codex"), "{out}");
+    let v: Value =
+        serde_json::from_str(
+            &ok(&cli_env(&s, &["hooks", "status", "codex", "--json"], &env).await),
+        )
+        .unwrap();
+    assert_eq!(v[0]["trust"], "trusted", "{v}");
+    ok(&cli_env(&s, &["hooks", "uninstall", "codex"], &env).await);
+    assert_eq!(std::fs::read_to_string(&config).unwrap(), original);
     d.stop().await;
 }
 

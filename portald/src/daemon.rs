@@ -320,6 +320,19 @@ impl Daemon {
         // The screen is rebuilt from the log's tail (a crash carries none,
         // and an upgrade does not carry it: see `handover.rs`).
         let screen_seed = if is_pty { self.log_tail(id, &shared).await } else { None };
+        if let Some(size) = size {
+            // Before it serves: `agents`, sends and waits see it at once.
+            let argv = std::iter::once(spec.command.clone()).chain(spec.args.iter().cloned());
+            let adopted = crate::agents::rebuild::Adopted {
+                id,
+                pid,
+                argv: argv.collect(),
+                size,
+                carried: carried.agent.clone(),
+                screen: screen_seed.clone(),
+            };
+            self.agents.rebuild(adopted).await;
+        }
         let parts = ActorParts {
             facts: ProcFacts {
                 id,
@@ -341,11 +354,6 @@ impl Daemon {
             screen_seed,
             carried_marks: (carried.prompt_marks, carried.last_osc_seq),
         };
-        match carried.agent {
-            Some(record) if is_pty && record.id == id => self.agents.restore(record),
-            _ if is_pty => self.agents.register(id),
-            _ => {}
-        }
         let handle = actor::start(parts, &self.tracker)?;
         self.store.track(handle.id(), handle.history_starts());
         self.registry.insert_dormant(handle);

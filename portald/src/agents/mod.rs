@@ -21,12 +21,14 @@
 //!
 //! A state change is a transition with a global sequence number, kept in a
 //! ring for watchers and appended to the database, so history survives
-//! daemon restarts. The book is a `std::sync::Mutex` held for microseconds
+//! daemon restarts and a daemon that adopts a program rebuilds its record
+//! from it ([`rebuild`]). The book is a `std::sync::Mutex` held for microseconds
 //! and never across an `.await`; a `watch` channel carrying the latest
 //! sequence number wakes waiters.
 
 pub(crate) mod dialog;
 pub(crate) mod hooks;
+pub(crate) mod rebuild;
 pub(crate) mod signals;
 
 use std::collections::{HashMap, VecDeque};
@@ -74,6 +76,11 @@ pub(crate) struct AgentRecord {
     /// The dialog the agent shows (a permission request or another menu),
     /// as its screen has it; sends are refused while there is one.
     pub(crate) dialog: Option<String>,
+    /// Sequence number of the transition that set the state (0: none was
+    /// recorded): a record carried through a handover loses to a newer
+    /// transition in the log (see [`rebuild`]).
+    #[serde(default)]
+    pub(crate) seq: u64,
 }
 
 impl AgentRecord {
@@ -94,6 +101,7 @@ impl AgentRecord {
             since_mono_ns,
             is_agent: false,
             dialog: None,
+            seq: 0,
         }
     }
 }
@@ -405,17 +413,6 @@ impl Agents {
         self.lock().entries.insert(id, Entry { record, instance: Instance::default() });
     }
 
-    /// Adds the record an earlier daemon had for a process it handed over.
-    pub(crate) fn restore(&self, record: AgentRecord) {
-        let id = record.id;
-        // A hook or OSC report outranks guesses for the rest of this
-        // instance, as it did before the handover.
-        let authoritative = matches!(record.source, Source::Hook | Source::Osc);
-        let instance = Instance { authoritative, ..Instance::default() };
-        self.lock().entries.insert(id, Entry { record, instance });
-        self.changed.send_modify(|_| {});
-    }
-
     /// Forgets a process (cleanup). Waiters see it vanish.
     pub(crate) fn remove(&self, id: ProcId) {
         self.lock().entries.remove(&id);
@@ -431,6 +428,9 @@ impl Agents {
             let entry = book.entries.get_mut(&id)?;
             let now = now();
             let before = apply(&mut entry.record, &mut entry.instance, event, now);
+            if before.is_some() {
+                entry.record.seq = seq;
+            }
             let record = entry.record.clone();
             let transition = before.map(|before| Transition {
                 seq,

@@ -393,6 +393,7 @@ pub(crate) fn hooks(req: &pb::AgentHooksRequest) -> Result<pb::AgentHooksRespons
             change: r.change,
             note: r.note,
             preview: r.preview,
+            trust: r.trust.into(),
         });
     }
     Ok(pb::AgentHooksResponse { reports })

@@ -162,38 +162,49 @@ pub(crate) fn agent_events_after(
     let mut stmt = conn.prepare_cached(
         "SELECT seq, proc_id, at_ns, before, after, source, name, reason FROM agent_events WHERE seq > ?1 ORDER BY seq LIMIT ?2",
     )?;
-    let rows =
-        stmt.query_map(params![to_i64(since), i64::try_from(limit).unwrap_or(i64::MAX)], |r| {
-            Ok((
-                r.get::<_, i64>(0)?,
-                r.get::<_, i64>(1)?,
-                r.get::<_, i64>(2)?,
-                r.get::<_, String>(3)?,
-                r.get::<_, String>(4)?,
-                r.get::<_, String>(5)?,
-                r.get::<_, Option<String>>(6)?,
-                r.get::<_, Option<String>>(7)?,
-            ))
-        })?;
-    let mut out = Vec::new();
-    for row in rows {
-        let (seq, id, at_ns, before, after, source, name, reason) = row?;
-        let state = |s: &str| {
-            AgentState::parse(s).ok_or_else(|| StoreError::Corrupt(format!("agent state {s:?}")))
-        };
-        let source = Source::parse(&source).unwrap_or(Source::Lifecycle);
-        out.push(Transition {
-            seq: u64::try_from(seq).unwrap_or(0),
-            id: ProcId(u64::try_from(id).unwrap_or(0)),
-            before: state(&before)?,
-            after: state(&after)?,
-            source,
-            name,
-            reason,
-            at_ns,
-        });
-    }
-    Ok(out)
+    let rows = stmt.query_map(
+        params![to_i64(since), i64::try_from(limit).unwrap_or(i64::MAX)],
+        transition_row,
+    )?;
+    rows.map(|row| transition(row?)).collect()
+}
+
+/// The newest recorded transition of one process: what a daemon that
+/// adopts it after a crash rebuilds its agent record from. The scan runs
+/// backwards from the newest row, so a live process costs a few rows.
+pub(crate) fn newest_agent_event(
+    conn: &Connection,
+    id: ProcId,
+) -> Result<Option<Transition>, StoreError> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT seq, proc_id, at_ns, before, after, source, name, reason FROM agent_events WHERE proc_id = ?1 ORDER BY seq DESC LIMIT 1",
+    )?;
+    let mut rows = stmt.query_map(params![to_i64(id.0)], transition_row)?;
+    rows.next().map(|row| transition(row?)).transpose()
+}
+
+/// An `agent_events` row as it is stored.
+type TransitionRow = (i64, i64, i64, String, String, String, Option<String>, Option<String>);
+
+fn transition_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<TransitionRow> {
+    Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?, r.get(6)?, r.get(7)?))
+}
+
+fn transition(row: TransitionRow) -> Result<Transition, StoreError> {
+    let (seq, id, at_ns, before, after, source, name, reason) = row;
+    let state = |s: &str| {
+        AgentState::parse(s).ok_or_else(|| StoreError::Corrupt(format!("agent state {s:?}")))
+    };
+    Ok(Transition {
+        seq: u64::try_from(seq).unwrap_or(0),
+        id: ProcId(u64::try_from(id).unwrap_or(0)),
+        before: state(&before)?,
+        after: state(&after)?,
+        source: Source::parse(&source).unwrap_or(Source::Lifecycle),
+        name,
+        reason,
+        at_ns,
+    })
 }
 
 /// A piece of one stream read back from the log. Not a [`Chunk`]: a row read

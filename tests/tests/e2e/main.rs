@@ -4,9 +4,11 @@
 #![allow(clippy::unwrap_used, reason = "a test fails loudly on the first unexpected error")]
 
 mod agents;
+mod agents_crash;
 mod capture;
 mod changes;
 mod clients;
+mod codex_trust;
 mod daemon;
 mod disk;
 mod errors;

@@ -391,15 +391,17 @@ async fn codex_from_a_shell_with_hooks_installed_around_its_own_records() {
     assert!(send(&mut rpc, p.id, "hello portal").await.sent);
     // The turn's end comes from a hook (as well as from its status).
     reach(&mut rpc, p.id, pb::AgentState::Done, |a| a.source() == pb::AgentSource::Hook).await;
-    let status = |r: pb::AgentHooksResponse| r.reports[0].status.clone();
+    let status =
+        |r: pb::AgentHooksResponse| (r.reports[0].status.clone(), r.reports[0].trust.clone());
     let r = rpc.agent_hooks(hooks(pb::HookAction::Status)).await.unwrap().into_inner();
-    assert_eq!(status(r), "installed", "Codex's own records change nothing");
+    assert_eq!(status(r), ("installed".into(), "trusted".into()), "Codex's records are read");
     let r = rpc.agent_hooks(hooks(pb::HookAction::Install)).await.unwrap().into_inner();
     assert_eq!(r.reports[0].change, "nothing to change");
     rpc.agent_hooks(hooks(pb::HookAction::Uninstall)).await.unwrap();
     let text = std::fs::read_to_string(&config).unwrap();
     assert!(!text.contains("portal-cli"), "{text}");
-    assert!(text.contains("trusted_hash") && text.contains("[model_providers.fake]"), "{text}");
+    // Every record was one of Portal's hooks': they went with them.
+    assert!(!text.contains("trusted_hash") && text.contains("[model_providers.fake]"), "{text}");
     assert!(send(&mut rpc, p.id, "/quit").await.sent);
     reach(&mut rpc, p.id, pb::AgentState::Exited, |_| true).await;
     let shell = rpc.inspect(pb::InspectRequest { proc: by_id(p.id) }).await.unwrap();

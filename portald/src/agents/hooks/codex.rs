@@ -1,15 +1,22 @@
 //! Codex's hooks in `~/.codex/config.toml`, edited as a TOML document.
 //!
-//! Codex writes into the same file: its hook trust records
-//! (`[hooks.state."<file>:<event>:<i>:<j>"] trusted_hash = …`), often right
-//! after Portal's entries. So the file goes through a format-preserving TOML
-//! editor, never text surgery: install removes Portal's handler groups
-//! (recognised by a command running `portal-cli … emit`) and appends fresh
-//! ones at the end of each event's array, so the user's groups keep their
-//! positions (which the trust records name); everything else, trust records
-//! included, is left as Codex or the user wrote it. A file that does not
-//! parse is never overwritten. Codex runs a hook only once the user trusts it
-//! in its `/hooks` view; Portal never writes trust records itself.
+//! Codex writes into the same file: its hook trust records. Codex runs a
+//! hook only once the user trusts it in its `/hooks` view, which records
+//! `[hooks.state."<config path>:<event>:<group>:<handler>"]` with
+//! `trusted_hash = "sha256:…"` (the event in snake case, `stop`,
+//! `session_start`; group and handler by position in the event's array; an
+//! `enabled = false` there turns the hook off), often right after Portal's
+//! entries. So the file goes through a format-preserving TOML editor, never
+//! text surgery: install removes Portal's handler groups (recognised by a
+//! command running `portal-cli … emit`) and appends fresh ones at the end of
+//! each event's array, so the user's groups keep their positions (which the
+//! trust records name). Status says whether Codex trusts Portal's handlers
+//! (a record for each one's position). The trust records of Portal's
+//! handlers belong to them: uninstall removes them, and so does an install
+//! that replaces the handlers (a record vouches for the command it was made
+//! for; Codex asks again for a changed one). Every other record, and
+//! everything else, is left as Codex or the user wrote it. A file that does
+//! not parse is never overwritten. Portal never writes trust records itself.
 
 use std::path::Path;
 
@@ -83,6 +90,108 @@ fn handlers(doc: &DocumentMut) -> Vec<Handler> {
     out
 }
 
+/// Codex's name for an event in its trust keys: `SessionStart` →
+/// `session_start`.
+fn event_label(event: &str) -> String {
+    let mut out = String::with_capacity(event.len() + 4);
+    for (i, c) in event.chars().enumerate() {
+        if c.is_ascii_uppercase() && i > 0 {
+            out.push('_');
+        }
+        out.push(c.to_ascii_lowercase());
+    }
+    out
+}
+
+/// Where Portal's handlers stand, as Codex's trust keys name them: (event
+/// label, group index, handler index).
+fn portal_positions(doc: &DocumentMut) -> Vec<(String, usize, usize)> {
+    let Some(events) = doc.get("hooks").and_then(Item::as_table) else { return Vec::new() };
+    let mut out = Vec::new();
+    for (event, item) in events {
+        let Some(groups) = item.as_array_of_tables() else { continue };
+        for (g, group) in groups.iter().enumerate() {
+            let handlers = group.get("hooks").and_then(Item::as_array_of_tables);
+            for (h, handler) in handlers.into_iter().flat_map(ArrayOfTables::iter).enumerate() {
+                if handler.get("command").and_then(Item::as_str).is_some_and(is_portal_command) {
+                    out.push((event_label(event), g, h));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The keys of `hooks.state` that are trust records of Portal's handlers:
+/// the config file's path (as given, or resolved) and a position of one
+/// of Portal's handlers.
+fn portal_trust_keys(doc: &DocumentMut, config: &Path) -> Vec<String> {
+    let Some(state) = doc.get("hooks").and_then(|h| h.get("state")).and_then(Item::as_table) else {
+        return Vec::new();
+    };
+    let positions = portal_positions(doc);
+    let paths: Vec<String> = std::iter::once(config.to_path_buf())
+        .chain(std::fs::canonicalize(config).ok())
+        .map(|p| p.to_string_lossy().into_owned())
+        .collect();
+    state
+        .iter()
+        .map(|(key, _)| key)
+        .filter(|key| {
+            let mut parts = key.rsplitn(4, ':');
+            let (Some(h), Some(g), Some(label), Some(path)) =
+                (parts.next(), parts.next(), parts.next(), parts.next())
+            else {
+                return false;
+            };
+            let (Ok(g), Ok(h)) = (g.parse::<usize>(), h.parse::<usize>()) else { return false };
+            paths.iter().any(|p| p == path)
+                && positions.iter().any(|(l, pg, ph)| l == label && *pg == g && *ph == h)
+        })
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Whether Codex trusts Portal's handlers: `trusted` when a trust record
+/// (a `trusted_hash`, not turned off) stands at every one's position,
+/// `untrusted` when at none, `partly_trusted` in between; empty when none
+/// is installed. The hash itself is Codex's to check: a record Portal
+/// left standing is always one made for the command in place.
+fn trust(doc: &DocumentMut, config: &Path) -> &'static str {
+    let wanted = portal_positions(doc).len();
+    if wanted == 0 {
+        return "";
+    }
+    let state = doc.get("hooks").and_then(|h| h.get("state"));
+    let trusted = portal_trust_keys(doc, config)
+        .iter()
+        .filter_map(|key| state?.get(key))
+        .filter(|record| {
+            record.get("trusted_hash").and_then(Item::as_str).is_some()
+                && record.get("enabled").and_then(Item::as_bool) != Some(false)
+        })
+        .count();
+    match trusted {
+        0 => "untrusted",
+        n if n >= wanted => "trusted",
+        _ => "partly_trusted",
+    }
+}
+
+/// Removes the trust records of Portal's handlers, then a `hooks.state`
+/// table left empty. Every other record stays as it was written.
+fn strip_trust(doc: &mut DocumentMut, config: &Path) {
+    let keys = portal_trust_keys(doc, config);
+    let Some(hooks) = doc.get_mut("hooks").and_then(Item::as_table_mut) else { return };
+    let Some(state) = hooks.get_mut("state").and_then(Item::as_table_mut) else { return };
+    for key in &keys {
+        state.remove(key);
+    }
+    if state.is_empty() {
+        hooks.remove("state");
+    }
+}
+
 /// Removes Portal's groups, then event arrays left empty, then a `hooks`
 /// table left empty. Nothing else is touched.
 fn strip(doc: &mut DocumentMut) {
@@ -150,6 +259,8 @@ pub(super) fn run(
     let mut doc: DocumentMut =
         unmarked.parse().map_err(|e: toml_edit::TomlError| malformed(e.to_string()))?;
     report.status = super::status(&handlers(&doc), &wanted(emitter), dir.exists());
+    let trusted = trust(&doc, &path);
+    strip_trust(&mut doc, &path);
     strip(&mut doc);
     let stripped = doc.to_string();
     install(&mut doc, emitter).map_err(malformed)?;
@@ -161,5 +272,15 @@ pub(super) fn run(
                    so for several Codex terminals in Portal set it to false; Portal reads Codex's \
                    own status reports either way."
         .into();
-    super::act(action, report, &path, &text, existing.is_some(), installed, stripped, dry_run)
+    let kept = report.status == "installed";
+    let mut report =
+        super::act(action, report, &path, &text, existing.is_some(), installed, stripped, dry_run)?;
+    report.trust = match action {
+        HookAction::Status => trusted,
+        // Handlers left in place keep their records; replaced ones have none.
+        HookAction::Install if kept => trusted,
+        HookAction::Install => "untrusted",
+        HookAction::Uninstall => "",
+    };
+    Ok(report)
 }

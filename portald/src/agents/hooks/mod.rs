@@ -50,6 +50,9 @@ pub(crate) struct Report {
     pub(crate) change: String,
     /// What the user still has to do.
     pub(crate) note: String,
+    /// Codex: whether it trusts Portal's installed hooks (`trusted`,
+    /// `partly_trusted`, `untrusted`); empty otherwise.
+    pub(crate) trust: &'static str,
     /// The file as it would be (dry run).
     pub(crate) preview: String,
 }
@@ -390,6 +393,7 @@ mod tests {
         let r = run(HookAgent::Codex, HookAction::Status, false, home.path(), Path::new(EMITTER))
             .unwrap();
         assert!(r.note.contains("trust") && r.note.contains("hooks = true"), "{}", r.note);
+        assert_eq!(r.trust, "", "nothing of Portal's is installed");
     }
 
     #[test]
@@ -415,31 +419,37 @@ mod tests {
         assert_eq!(after, before, "uninstall leaves the user's settings, in meaning");
     }
 
-    /// A config in which Codex recorded its trust in Portal's hooks, inside
-    /// the block the first installer wrote.
-    const CODEX_WITH_TRUST: &str = "model = \"o4\"\n\n\
-        # >>> portal-agent-hooks >>>\n\
-        # Written by `portal-cli hooks install`; `portal-cli hooks uninstall` removes it.\n\
-        [[hooks.Stop]]\n[[hooks.Stop.hooks]]\ntype = \"command\"\n\
-        command = \"/opt/portal/portal-cli emit done --name codex --event Stop\"\n\
-        [hooks.state.\"/root/.codex/config.toml:Stop:0:0\"]\ntrusted_hash = \"sha256:abc\"\n\
-        # <<< portal-agent-hooks <<<\n";
+    /// A config in which Codex recorded its trust in a hook the first
+    /// installer wrote (inside its block), in the form Codex writes it:
+    /// keyed by the config's path, the event in snake case and the
+    /// handler's position.
+    fn codex_with_trust(config: &Path) -> String {
+        format!(
+            "model = \"o4\"\n\n\
+            # >>> portal-agent-hooks >>>\n\
+            # Written by `portal-cli hooks install`; `portal-cli hooks uninstall` removes it.\n\
+            [[hooks.Stop]]\n[[hooks.Stop.hooks]]\ntype = \"command\"\n\
+            command = \"/opt/portal/portal-cli emit done --name codex --event Stop\"\n\
+            [hooks.state.\"{}:stop:0:0\"]\ntrusted_hash = \"sha256:abc\"\n\
+            # <<< portal-agent-hooks <<<\n",
+            config.display()
+        )
+    }
 
     #[test]
-    fn codex_trust_records_survive_install_and_uninstall() {
-        let home = home_with(None, Some(CODEX_WITH_TRUST));
+    fn codex_hooks_replaced_by_an_install_lose_the_trust_made_for_the_old_ones() {
+        let home = home_with(None, Some(""));
         let file = home.path().join(".codex/config.toml");
+        std::fs::write(&file, codex_with_trust(&file)).unwrap();
         let emitter = Path::new(EMITTER);
         let status = run(HookAgent::Codex, HookAction::Status, false, home.path(), emitter);
-        assert_eq!(status.unwrap().status, "outdated", "one event of the current set");
-        run(HookAgent::Codex, HookAction::Install, false, home.path(), emitter).unwrap();
+        let status = status.unwrap();
+        assert_eq!((status.status, status.trust), ("outdated", "trusted"), "one event of the set");
+        let r = run(HookAgent::Codex, HookAction::Install, false, home.path(), emitter).unwrap();
+        assert_eq!(r.trust, "untrusted", "Codex asks again for a changed hook");
         let text = std::fs::read_to_string(&file).unwrap();
         let doc: toml_edit::DocumentMut = text.parse().unwrap();
-        assert_eq!(
-            doc["hooks"]["state"]["/root/.codex/config.toml:Stop:0:0"]["trusted_hash"].as_str(),
-            Some("sha256:abc"),
-            "{text}"
-        );
+        assert!(doc["hooks"].get("state").is_none(), "{text}");
         assert_eq!(doc["model"].as_str(), Some("o4"));
         assert!(!text.contains(">>> portal-agent-hooks"), "{text}");
         let stop = doc["hooks"]["Stop"].as_array_of_tables().unwrap();
@@ -447,21 +457,80 @@ mod tests {
         assert_eq!(
             stop.get(0).unwrap()["hooks"][0]["command"].as_str(),
             Some("/opt/portal/portal-cli emit done --name codex --event Stop"),
-            "in the same place, so its trust record still names it"
         );
-        let status = run(HookAgent::Codex, HookAction::Status, false, home.path(), emitter);
-        assert_eq!(status.unwrap().status, "installed");
-        // Codex adds trust records after Portal's entries: still installed.
-        let mut trusted = text;
-        trusted.push_str("\n[hooks.state.\"/root/.codex/config.toml:SessionEnd:0:0\"]\ntrusted_hash = \"sha256:def\"\n");
+    }
+
+    /// Portal's hooks stand after the user's own (the user's `Stop` group
+    /// is first), so these are the positions Codex's trust keys name.
+    const PORTAL_POSITIONS: &[&str] = &[
+        "session_start:0:0",
+        "user_prompt_submit:0:0",
+        "permission_request:0:0",
+        "post_tool_use:0:0",
+        "stop:1:0",
+        "interrupt:0:0",
+        "session_end:0:0",
+    ];
+
+    /// What Codex's `/hooks` view appends when a hook is approved.
+    fn approve(config: &Path, position: &str, extra: &str) -> String {
+        format!(
+            "\n[hooks.state.\"{}:{position}\"]\ntrusted_hash = \"sha256:{}\"\n{extra}",
+            config.display(),
+            position.len()
+        )
+    }
+
+    #[test]
+    fn codex_trust_is_reported_and_uninstall_removes_only_portals_records() {
+        let home = home_with(None, Some(""));
+        let file = home.path().join(".codex/config.toml");
+        // The user's own hook, trusted, and a record of another layer's
+        // hook at a position Portal's will take in this file.
+        let original = format!(
+            "model = \"o4\"\n\n[[hooks.Stop]]\n[[hooks.Stop.hooks]]\ntype = \"command\"\n\
+             command = \"notify-send done\"\n\n# approved last week\n\
+             [hooks.state.\"{0}:stop:0:0\"]\ntrusted_hash = \"sha256:user\"\n\n\
+             [hooks.state.\"/etc/codex/config.toml:stop:1:0\"]\nenabled = false\n",
+            file.display()
+        );
+        std::fs::write(&file, &original).unwrap();
+        let emitter = Path::new(EMITTER);
+        let status = |home: &Path| {
+            let r = run(HookAgent::Codex, HookAction::Status, false, home, emitter).unwrap();
+            (r.status, r.trust)
+        };
+        assert_eq!(status(home.path()), ("absent", ""));
+        let r = run(HookAgent::Codex, HookAction::Install, false, home.path(), emitter).unwrap();
+        assert_eq!(r.trust, "untrusted");
+        assert_eq!(status(home.path()), ("installed", "untrusted"));
+        // Codex records the person's approval of some of them...
+        let mut trusted = std::fs::read_to_string(&file).unwrap();
+        for p in &PORTAL_POSITIONS[..3] {
+            trusted.push_str(&approve(&file, p, ""));
+        }
         std::fs::write(&file, &trusted).unwrap();
+        assert_eq!(status(home.path()), ("installed", "partly_trusted"));
+        // ...then of all, one of them turned off in its view...
+        for p in &PORTAL_POSITIONS[3..] {
+            trusted.push_str(&approve(
+                &file,
+                p,
+                if *p == "stop:1:0" { "enabled = false # in its view\n" } else { "" },
+            ));
+        }
+        std::fs::write(&file, &trusted).unwrap();
+        assert_eq!(status(home.path()), ("installed", "partly_trusted"));
+        // ...and back on.
+        let trusted = trusted.replace("enabled = false # in its view\n", "");
+        std::fs::write(&file, &trusted).unwrap();
+        assert_eq!(status(home.path()), ("installed", "trusted"), "{trusted}");
         let again = run(HookAgent::Codex, HookAction::Install, false, home.path(), emitter);
-        assert_eq!(again.unwrap().change, "nothing to change");
+        assert_eq!(again.unwrap().change, "nothing to change", "its records are kept");
+        // Uninstall takes Portal's hooks and their records, and leaves the
+        // rest byte for byte, the other layer's record at `stop:1:0` too.
         run(HookAgent::Codex, HookAction::Uninstall, false, home.path(), emitter).unwrap();
-        let text = std::fs::read_to_string(&file).unwrap();
-        let doc: toml_edit::DocumentMut = text.parse().unwrap();
-        assert!(!text.contains("portal-cli"), "{text}");
-        assert_eq!(doc["hooks"]["state"].as_table().map(toml_edit::Table::len), Some(2), "{text}");
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), original);
     }
 
     #[test]
