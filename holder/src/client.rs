@@ -84,6 +84,9 @@ pub enum Notice {
         /// How.
         exit: Exit,
     },
+    /// The connection ended: the holder died (every program it held was
+    /// killed with it), or this client was dropped. Nothing more comes.
+    Gone,
 }
 
 /// Called with everything the holder reports on its own.
@@ -203,7 +206,12 @@ impl Client {
                 Ok((id, answer)) if id == proc_id => return answer,
                 // The late answer of a spawn that already gave up.
                 Ok(_) => {}
-                Err(_) => return Err("portal-holder did not answer the spawn".to_owned()),
+                Err(mpsc::RecvTimeoutError::Disconnected) => {
+                    return Err("portal-holder is gone (its connection closed)".to_owned());
+                }
+                Err(mpsc::RecvTimeoutError::Timeout) => {
+                    return Err("portal-holder did not answer the spawn".to_owned());
+                }
             }
         }
     }
@@ -249,7 +257,8 @@ fn fd_count(h: &Held) -> usize {
     }
 }
 
-/// The reader thread: answers spawns, reports exits, until the holder goes.
+/// The reader thread: answers spawns, reports exits, until the holder goes,
+/// which it reports last.
 fn events(sock: &UnixStream, answers: &mpsc::Sender<SpawnAnswer>, on_notice: &OnNotice) {
     while let Ok(Some((event, fds))) = wire::recv::<Event>(sock) {
         match event {
@@ -264,6 +273,7 @@ fn events(sock: &UnixStream, answers: &mpsc::Sender<SpawnAnswer>, on_notice: &On
             Event::Welcome { .. } | Event::Refused { .. } => {}
         }
     }
+    on_notice(Notice::Gone);
 }
 
 /// Starts a holder and connects to it once it listens.
