@@ -28,6 +28,8 @@ pub enum HolderError {
         /// The holder's.
         holder: u32,
     },
+    /// The holder turned this daemon away (another one is attached).
+    Refused(String),
     /// The connection failed.
     Io(std::io::Error),
 }
@@ -41,6 +43,7 @@ impl std::fmt::Display for HolderError {
                 "the running portal-holder speaks protocol {holder}, this portald {}: stop every program (portal-cli daemon stop) so that a new holder starts",
                 wire::PROTOCOL
             ),
+            Self::Refused(why) => write!(f, "portal-holder refused this portald: {why}"),
             Self::Io(e) => write!(f, "talking to portal-holder: {e}"),
         }
     }
@@ -81,6 +84,9 @@ pub enum Notice {
         /// How.
         exit: Exit,
     },
+    /// The connection ended: the holder died (every program it held was
+    /// killed with it), or this client was dropped. Nothing more comes.
+    Gone,
 }
 
 /// Called with everything the holder reports on its own.
@@ -122,8 +128,14 @@ impl Client {
         };
         sock.set_read_timeout(Some(crate::serve::IO_TIMEOUT))?;
         wire::send(&sock, &Request::Hello { protocol: wire::PROTOCOL }, &[])?;
-        let Some((Event::Welcome { protocol, pid, held }, _)) = wire::recv::<Event>(&sock)? else {
-            return Err(HolderError::Io(std::io::Error::other("the holder did not welcome us")));
+        let (protocol, pid, held) = match wire::recv::<Event>(&sock)? {
+            Some((Event::Welcome { protocol, pid, held }, _)) => (protocol, pid, held),
+            Some((Event::Refused { reason }, _)) => return Err(HolderError::Refused(reason)),
+            _ => {
+                return Err(HolderError::Io(std::io::Error::other(
+                    "the holder did not welcome us",
+                )));
+            }
         };
         if protocol != wire::PROTOCOL {
             return Err(HolderError::Protocol { holder: protocol });
@@ -194,7 +206,12 @@ impl Client {
                 Ok((id, answer)) if id == proc_id => return answer,
                 // The late answer of a spawn that already gave up.
                 Ok(_) => {}
-                Err(_) => return Err("portal-holder did not answer the spawn".to_owned()),
+                Err(mpsc::RecvTimeoutError::Disconnected) => {
+                    return Err("portal-holder is gone (its connection closed)".to_owned());
+                }
+                Err(mpsc::RecvTimeoutError::Timeout) => {
+                    return Err("portal-holder did not answer the spawn".to_owned());
+                }
             }
         }
     }
@@ -240,7 +257,8 @@ fn fd_count(h: &Held) -> usize {
     }
 }
 
-/// The reader thread: answers spawns, reports exits, until the holder goes.
+/// The reader thread: answers spawns, reports exits, until the holder goes,
+/// which it reports last.
 fn events(sock: &UnixStream, answers: &mpsc::Sender<SpawnAnswer>, on_notice: &OnNotice) {
     while let Ok(Some((event, fds))) = wire::recv::<Event>(sock) {
         match event {
@@ -252,9 +270,10 @@ fn events(sock: &UnixStream, answers: &mpsc::Sender<SpawnAnswer>, on_notice: &On
             }
             Event::Exited { proc_id, exit } => on_notice(Notice::Exited { proc_id, exit }),
             Event::Reaped { pid, exit } => on_notice(Notice::OrphanReaped { pid, exit }),
-            Event::Welcome { .. } => {}
+            Event::Welcome { .. } | Event::Refused { .. } => {}
         }
     }
+    on_notice(Notice::Gone);
 }
 
 /// Starts a holder and connects to it once it listens.

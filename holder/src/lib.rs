@@ -11,11 +11,13 @@
 //!
 //! - [`wire`]: the messages and how descriptors travel with them.
 //! - [`serve`]: the holder's loop.
+//! - [`door`]: its socket, kept bound, and connections until they say hello.
 //! - [`client`]: the daemon's side.
 //!
 //! It ends when it holds nothing and no daemon is connected.
 
 pub mod client;
+pub mod door;
 pub mod serve;
 mod spawn;
 pub mod wire;

@@ -72,15 +72,12 @@ fn serve_at(socket: &std::path::Path) -> std::io::Result<()> {
     let mut lock_name = socket.as_os_str().to_owned();
     lock_name.push(".lock");
     let lock_path = PathBuf::from(lock_name);
-    let lock =
-        std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(&lock_path)?;
-    std::fs::set_permissions(&lock_path, std::fs::Permissions::from_mode(0o600))?;
     let mut out = std::io::stdout();
-    if rustix::fs::flock(&lock, rustix::fs::FlockOperation::NonBlockingLockExclusive).is_err() {
+    let Some(lock) = portal_holder::door::take_lock(&lock_path)? else {
         // Another holder serves here; the daemon connects to it.
         writeln!(out, "{READY}")?;
         return Ok(());
-    }
+    };
     // Under the lock, a socket file can only be a dead holder's.
     match std::fs::remove_file(socket) {
         Ok(()) => {}
@@ -89,7 +86,8 @@ fn serve_at(socket: &std::path::Path) -> std::io::Result<()> {
     }
     let listener = std::os::unix::net::UnixListener::bind(socket)?;
     std::fs::set_permissions(socket, std::fs::Permissions::from_mode(0o600))?;
-    let holder = portal_holder::serve::Holder::new(listener)?;
+    let address = portal_holder::door::Address::new(socket, &lock_path, lock)?;
+    let holder = portal_holder::serve::Holder::new(listener)?.at(address);
     writeln!(out, "{READY}")?;
     out.flush()?;
     // Nothing more goes to a launcher that has gone, nor to the terminal or
@@ -97,8 +95,10 @@ fn serve_at(socket: &std::path::Path) -> std::io::Result<()> {
     let null = std::fs::OpenOptions::new().write(true).open("/dev/null")?;
     let _ = rustix::stdio::dup2_stdout(&null);
     let _ = rustix::stdio::dup2_stderr(&null);
-    holder.run();
-    let _ = std::fs::remove_file(socket);
-    drop(lock);
+    // The socket file goes only if it is still this holder's (one bound
+    // again after a wipe is; another holder's never).
+    if let Some(address) = holder.run() {
+        address.remove();
+    }
     Ok(())
 }

@@ -1,8 +1,14 @@
-//! The holder's one loop: accept a daemon, answer its requests, watch every
+//! The holder's one loop: let a daemon in, answer its requests, watch every
 //! program's pidfd, reap whatever ends (its own programs and the orphans a
 //! child subreaper receives), and tell the daemon. One thread, no runtime,
 //! nothing that can block for long: a daemon that stops reading is dropped
 //! after [`IO_TIMEOUT`] and the next one hears everything.
+//!
+//! A connection becomes the daemon only by a complete hello of this
+//! protocol (`door.rs` reads it); while a daemon is attached and its
+//! connection open, a hello is refused and the attached daemon keeps
+//! everything. One whose connection closed (a crash, or the exec of a live
+//! upgrade, which closes it before the new binary connects) is let go first.
 
 use std::collections::BTreeMap;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
@@ -12,6 +18,7 @@ use std::time::{Duration, Instant};
 use rustix::event::{PollFd, PollFlags, Timespec};
 use rustix::process::{Pid, PidfdFlags, WaitOptions};
 
+use crate::door::{Address, Heard, MAX_NEWCOMERS, Newcomer};
 use crate::spawn;
 use crate::wire::{self, Event, Exit, Held, Request};
 
@@ -56,11 +63,14 @@ impl Program {
 /// The holder's state.
 pub struct Holder {
     listener: UnixListener,
+    /// Where it listens, bound again when deleted; `None` when the holder
+    /// was handed a listener alone.
+    address: Option<Address>,
+    /// The daemon, welcomed (its welcome went before any event), and its pid.
     daemon: Option<UnixStream>,
-    /// The daemon has been welcomed: events may go to it. Before that, an
-    /// exit is only recorded (the welcome carries it): an event ahead of the
-    /// welcome would be read as the welcome.
-    welcomed: bool,
+    daemon_pid: u32,
+    /// Connections that have not said hello yet.
+    newcomers: Vec<Newcomer>,
     programs: BTreeMap<u64, Program>,
     ever_connected: bool,
     born: Instant,
@@ -78,16 +88,26 @@ impl Holder {
         listener.set_nonblocking(true)?;
         Ok(Self {
             listener,
+            address: None,
             daemon: None,
-            welcomed: false,
+            daemon_pid: 0,
+            newcomers: Vec::new(),
             programs: BTreeMap::new(),
             ever_connected: false,
             born: Instant::now(),
         })
     }
 
+    /// The same holder, which binds `address` again whenever its socket file
+    /// is deleted.
+    #[must_use]
+    pub fn at(self, address: Address) -> Self {
+        Self { address: Some(address), ..self }
+    }
+
     /// Serves until there is nothing left to hold and no daemon to serve.
-    pub fn run(mut self) {
+    /// Returns where it listened, for its socket file to be removed.
+    pub fn run(mut self) -> Option<Address> {
         let mut children_moved = true;
         let mut last_reap = Instant::now();
         loop {
@@ -96,32 +116,46 @@ impl Holder {
             // for every request.
             if children_moved || last_reap.elapsed() >= TICK {
                 self.reap();
+                self.keep_address();
+                self.newcomers.retain(|n| !n.expired());
                 last_reap = Instant::now();
             }
             if self.programs.is_empty()
                 && self.daemon.is_none()
+                && self.newcomers.is_empty()
                 && (self.ever_connected || self.born.elapsed() > FIRST_CONNECT)
             {
-                return;
+                return self.address;
             }
-            let (listener_ready, daemon_ready, moved) = self.wait();
-            children_moved = moved;
-            if daemon_ready {
+            let ready = self.wait();
+            children_moved = ready.children;
+            if ready.daemon {
                 self.serve_one();
             }
-            if listener_ready {
+            for i in ready.newcomers.into_iter().rev() {
+                self.hear(i);
+            }
+            if ready.listener {
                 self.accept();
             }
         }
     }
 
-    /// Waits for a connection, a request or a program's end; says which
-    /// came (the last: a program ended, or the tick passed with nothing).
-    fn wait(&self) -> (bool, bool, bool) {
+    /// Binds the socket again if someone deleted it.
+    fn keep_address(&mut self) {
+        if let Some(listener) = self.address.as_mut().and_then(Address::rebind_if_gone) {
+            self.listener = listener;
+        }
+    }
+
+    /// Waits for a connection, a request, a hello or a program's end; says
+    /// which came.
+    fn wait(&self) -> Ready {
         let mut fds: Vec<PollFd<'_>> = vec![PollFd::new(&self.listener, PollFlags::IN)];
         if let Some(d) = &self.daemon {
             fds.push(PollFd::new(d, PollFlags::IN));
         }
+        fds.extend(self.newcomers.iter().map(|n| PollFd::new(&n.stream, PollFlags::IN)));
         fds.extend(
             self.programs
                 .values()
@@ -131,31 +165,101 @@ impl Holder {
         );
         let tick = Timespec { tv_sec: 0, tv_nsec: i64::try_from(TICK.as_nanos()).unwrap_or(0) };
         let Ok(n) = rustix::event::poll(&mut fds, Some(&tick)) else {
-            return (false, false, true);
+            return Ready { children: true, ..Ready::default() };
         };
         let ready = |f: &PollFd<'_>| !f.revents().is_empty();
-        let listener = ready(&fds[0]);
-        let daemon = self.daemon.is_some() && ready(&fds[1]);
-        let first_pidfd = 1 + usize::from(self.daemon.is_some());
-        let children = n == 0 || fds[first_pidfd..].iter().any(ready);
-        (listener, daemon, children)
+        let first_newcomer = 1 + usize::from(self.daemon.is_some());
+        let first_pidfd = first_newcomer + self.newcomers.len();
+        Ready {
+            listener: ready(&fds[0]),
+            daemon: self.daemon.is_some() && ready(&fds[1]),
+            newcomers: (0..self.newcomers.len())
+                .filter(|i| ready(&fds[first_newcomer + i]))
+                .collect(),
+            children: n == 0 || fds[first_pidfd..].iter().any(ready),
+        }
     }
 
-    /// Takes a new daemon, dropping the last one: only one daemon runs at a
-    /// time (it holds a lock), so a new one means the old one is gone.
+    /// Takes every waiting connection as a newcomer: nothing changes until
+    /// one says hello.
     fn accept(&mut self) {
-        let Ok((stream, _)) = self.listener.accept() else { return };
-        if !same_user(&stream)
-            || stream.set_nonblocking(false).is_err()
-            || stream.set_read_timeout(Some(IO_TIMEOUT)).is_err()
-            || stream.set_write_timeout(Some(IO_TIMEOUT)).is_err()
-        {
+        while let Ok((stream, _)) = self.listener.accept() {
+            if self.newcomers.len() >= MAX_NEWCOMERS {
+                continue;
+            }
+            if let Some(n) = Newcomer::new(stream) {
+                self.newcomers.push(n);
+            }
+        }
+    }
+
+    /// Reads what newcomer `i` sent; lets it in, refuses it or closes it.
+    fn hear(&mut self, i: usize) {
+        match self.newcomers[i].read() {
+            Heard::Waiting => {}
+            Heard::Bad(_why) => drop(self.newcomers.swap_remove(i)),
+            Heard::Hello(protocol) => {
+                let newcomer = self.newcomers.swap_remove(i);
+                self.admit(newcomer, protocol);
+            }
+        }
+    }
+
+    /// A complete hello: of another protocol, it learns the holder's and
+    /// goes (the daemon says which side to restart); while a live daemon is
+    /// attached, it is refused; else it becomes the daemon and is welcomed.
+    fn admit(&mut self, newcomer: Newcomer, protocol: u32) {
+        if protocol != wire::PROTOCOL {
+            // A welcome of nothing: every protocol's daemon reads the
+            // holder's protocol there and refuses it without adopting.
+            let welcome =
+                Event::Welcome { protocol: wire::PROTOCOL, pid: std::process::id(), held: vec![] };
+            let _ = wire::send(&newcomer.stream, &welcome, &[]);
             return;
         }
-        self.drop_daemon();
-        self.daemon = Some(stream);
-        self.welcomed = false;
-        self.ever_connected = true;
+        self.settle_daemon();
+        if self.daemon.is_some() {
+            newcomer.refuse(format!(
+                "another portald (pid {}) is attached to this holder and alive; stop it first (portal-cli daemon stop) or let it run",
+                self.daemon_pid
+            ));
+            return;
+        }
+        let pid = newcomer.pid;
+        let Some(stream) = newcomer.into_daemon() else { return };
+        if self.welcome(&stream).is_ok() {
+            self.daemon = Some(stream);
+            self.daemon_pid = pid;
+            self.ever_connected = true;
+        }
+    }
+
+    /// Carries out what the attached daemon sent and not yet handled; if
+    /// its connection closed (a crash, the exec of a live upgrade) it is let
+    /// go. A live daemon that sent nothing is left as it is.
+    fn settle_daemon(&mut self) {
+        while let Some(d) = &self.daemon {
+            let mut fd = [PollFd::new(d, PollFlags::IN)];
+            let now = Timespec { tv_sec: 0, tv_nsec: 0 };
+            if !matches!(rustix::event::poll(&mut fd, Some(&now)), Ok(1..)) {
+                return;
+            }
+            self.serve_one();
+        }
+    }
+
+    /// Sends `daemon` everything held: the welcome, then the descriptors.
+    fn welcome(&self, daemon: &UnixStream) -> std::io::Result<()> {
+        let held = self.programs.iter().map(|(id, p)| p.held(*id)).collect();
+        let fds: Vec<BorrowedFd<'_>> =
+            self.programs.values().flat_map(|p| p.fds.iter().map(AsFd::as_fd)).collect();
+        let welcome = Event::Welcome { protocol: wire::PROTOCOL, pid: std::process::id(), held };
+        // Descriptors go a few at a time: one message carries at most MAX_FDS.
+        wire::send(daemon, &welcome, &[])?;
+        for chunk in fds.chunks(wire::MAX_FDS) {
+            wire::send(daemon, &FdBatch, chunk)?;
+        }
+        Ok(())
     }
 
     /// Lets the daemon go, after carrying out what it sent before it went
@@ -183,21 +287,8 @@ impl Holder {
 
     fn answer(&mut self, daemon: &UnixStream, request: Request) -> std::io::Result<()> {
         match request {
-            Request::Hello { .. } => {
-                // The daemon decides whether it can speak this protocol.
-                let held = self.programs.iter().map(|(id, p)| p.held(*id)).collect();
-                let fds: Vec<BorrowedFd<'_>> =
-                    self.programs.values().flat_map(|p| p.fds.iter().map(AsFd::as_fd)).collect();
-                let welcome =
-                    Event::Welcome { protocol: wire::PROTOCOL, pid: std::process::id(), held };
-                // Descriptors go a few at a time: one message carries at most MAX_FDS.
-                wire::send(daemon, &welcome, &[])?;
-                for chunk in fds.chunks(wire::MAX_FDS) {
-                    wire::send(daemon, &FdBatch, chunk)?;
-                }
-                self.welcomed = true;
-                Ok(())
-            }
+            // The attached daemon saying hello again: everything again.
+            Request::Hello { .. } => self.welcome(daemon),
             Request::Spawn(spec) => {
                 let proc_id = spec.proc_id;
                 match spawn::start(&spec) {
@@ -276,7 +367,7 @@ impl Holder {
                         // An orphan: reaped, forgotten, and reported.
                         None => Event::Reaped { pid, exit },
                     };
-                    if let Some(d) = self.daemon.as_ref().filter(|_| self.welcomed)
+                    if let Some(d) = self.daemon.as_ref()
                         && wire::send(d, &event, &[]).is_err()
                     {
                         self.drop_daemon();
@@ -292,8 +383,13 @@ impl Holder {
 #[derive(serde::Serialize)]
 struct FdBatch;
 
-/// Whether the peer runs as this user (the socket is private too; this is
-/// the second lock on the door).
-fn same_user(stream: &UnixStream) -> bool {
-    rustix::net::sockopt::socket_peercred(stream).is_ok_and(|c| c.uid == rustix::process::getuid())
+/// What one wait saw.
+#[derive(Default)]
+struct Ready {
+    listener: bool,
+    daemon: bool,
+    /// Newcomers that sent something (or closed), by index, ascending.
+    newcomers: Vec<usize>,
+    /// A program ended, or the tick passed with nothing.
+    children: bool,
 }

@@ -1,6 +1,12 @@
 //! Starting one program for the holder: a PTY (primary kept, the program's
 //! controlling terminal the secondary) or three pipes, in a session of its
 //! own, so that every program leads its own session and process group.
+//!
+//! Every program dies with the holder (`PR_SET_PDEATHSIG`, SIGKILL): a
+//! program whose holder died has no parent that reaps it nor keeps its
+//! descriptors, and no daemon would ever hear its exit, so it must not run
+//! on unmanaged. The daemon sweeps what it left (its session and lineage)
+//! and records why it ended.
 #![allow(
     unsafe_code,
     reason = "Command::pre_exec is unsafe whatever it runs; each hook says why it is sound"
@@ -52,14 +58,16 @@ fn start_pty(mut cmd: Command, rows: u16, cols: u16) -> std::io::Result<Started>
     cmd.stdin(Stdio::from(secondary.try_clone()?))
         .stdout(Stdio::from(secondary.try_clone()?))
         .stderr(Stdio::from(secondary));
-    // SAFETY: the hook runs in the forked child before exec and makes two
-    // system calls (setsid, and the TIOCSCTTY ioctl on its new stdin), both
-    // async-signal-safe; it allocates nothing and touches no lock.
+    let holder = rustix::process::getpid();
+    // SAFETY: the hook runs in the forked child before exec and makes only
+    // system calls (setsid, the TIOCSCTTY ioctl on its new stdin, prctl,
+    // getppid), all async-signal-safe; it allocates nothing and touches no
+    // lock.
     unsafe {
-        cmd.pre_exec(|| {
+        cmd.pre_exec(move || {
             rustix::process::setsid()?;
             rustix::process::ioctl_tiocsctty(rustix::stdio::stdin())?;
-            Ok(())
+            die_with(holder)
         });
     }
     let child = cmd.spawn()?;
@@ -69,13 +77,14 @@ fn start_pty(mut cmd: Command, rows: u16, cols: u16) -> std::io::Result<Started>
 
 fn start_pipes(mut cmd: Command) -> std::io::Result<Started> {
     cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    let holder = rustix::process::getpid();
     // SAFETY: the hook runs in the forked child before exec and only makes
-    // the setsid system call, which is async-signal-safe and allocates
-    // nothing.
+    // system calls (setsid, prctl, getppid), which are async-signal-safe
+    // and allocate nothing.
     unsafe {
-        cmd.pre_exec(|| {
+        cmd.pre_exec(move || {
             rustix::process::setsid()?;
-            Ok(())
+            die_with(holder)
         });
     }
     let mut child = cmd.spawn()?;
@@ -86,4 +95,16 @@ fn start_pipes(mut cmd: Command) -> std::io::Result<Started> {
         return Err(std::io::Error::other("the pipes were not created"));
     };
     Ok(Started { pid, fds: vec![input.into(), output.into(), error.into()] })
+}
+
+/// In the forked child: SIGKILL when the holder dies. The signal follows
+/// the thread that forked, which is the holder's only one. A holder that
+/// died between the fork and the prctl is seen as a new parent: the spawn
+/// fails rather than start a program nobody holds.
+fn die_with(holder: rustix::process::Pid) -> std::io::Result<()> {
+    rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL))?;
+    if rustix::process::getppid() != Some(holder) {
+        return Err(std::io::Error::other("portal-holder died while starting the program"));
+    }
+    Ok(())
 }

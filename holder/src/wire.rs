@@ -21,8 +21,8 @@ use serde::{Deserialize, Serialize};
 
 /// The protocol both sides speak. A daemon refuses a holder that speaks
 /// another (and says which side to restart); it changes only when a message
-/// changes meaning.
-pub const PROTOCOL: u32 = 1;
+/// changes meaning. 2: a hello may be refused ([`Event::Refused`]).
+pub const PROTOCOL: u32 = 2;
 
 /// Largest frame accepted: a spawn carries argv and environment, which Linux
 /// bounds near 2 MiB together.
@@ -149,6 +149,13 @@ pub enum Event {
         proc_id: u64,
         /// How.
         exit: Exit,
+    },
+    /// The answer to a [`Request::Hello`] the holder does not take: another
+    /// daemon is attached and alive. The holder closes the connection after
+    /// it; nothing changes for the attached daemon.
+    Refused {
+        /// Why, in words a daemon shows as they are.
+        reason: String,
     },
     /// An orphan (a descendant of a program, reparented to the holder)
     /// ended and was reaped: it is no zombie.

@@ -160,3 +160,71 @@ fn the_holder_ends_once_it_holds_nothing_and_no_daemon_is_there() {
         std::thread::yield_now();
     }
 }
+
+/// Spawns a program that exits at once and checks the daemon hears its exit:
+/// the daemon's connection still works.
+fn still_works(client: &Client, exits: &Exits, heard: &mut Heard, proc_id: u64) {
+    let (_, fds) = client
+        .spawn(sh(proc_id, "exit 5", None))
+        .unwrap_or_else(|e| panic!("the attached daemon can no longer spawn: {e}"));
+    assert_eq!(exit_of(exits, heard, proc_id), Exit { code: Some(5), signal: None });
+    drop(fds);
+    client.release(proc_id).unwrap();
+}
+
+#[test]
+fn strangers_at_the_socket_never_take_the_attached_daemons_place() {
+    let d = dir();
+    let socket = d.path().join("h.sock");
+    let (client, _, exits) = connect(&socket);
+    let mut heard = Heard::new();
+    still_works(&client, &exits, &mut heard, 1);
+
+    // One that connects and says nothing, kept open.
+    let silent = std::os::unix::net::UnixStream::connect(&socket).unwrap();
+    still_works(&client, &exits, &mut heard, 2);
+    // One that sends garbage: a frame that is no hello.
+    let mut garbage = std::os::unix::net::UnixStream::connect(&socket).unwrap();
+    garbage.write_all(b"\x05\x00\x00\x00\x00hello").unwrap();
+    still_works(&client, &exits, &mut heard, 3);
+    // A second daemon saying hello while the first is attached is refused,
+    // and told why.
+    let err = Client::connect(&socket, &binary(), Box::new(|_| {})).unwrap_err().to_string();
+    assert!(err.contains("another portald") && err.contains("attached"), "{err}");
+    still_works(&client, &exits, &mut heard, 4);
+    // The garbage sender was closed on, not kept.
+    garbage.set_read_timeout(Some(BOUND)).unwrap();
+    let mut rest = Vec::new();
+    let _ = garbage.read_to_end(&mut rest);
+    drop(silent);
+
+    // Once the attached daemon goes (a crash, a handover), the next one is let in.
+    drop(client);
+    let (client, held, exits) = connect(&socket);
+    assert!(held.is_empty(), "{held:?}");
+    let mut heard = Heard::new();
+    still_works(&client, &exits, &mut heard, 5);
+}
+
+#[test]
+fn a_deleted_socket_is_bound_again() {
+    let d = dir();
+    let socket = d.path().join("h.sock");
+    let (client, _, _exits) = connect(&socket);
+    let (pid, fds) = client.spawn(sh(1, "read x; echo got-$x", None)).unwrap();
+    // Someone wipes the runtime directory; the daemon then goes.
+    std::fs::remove_dir_all(d.path()).unwrap();
+    drop(client);
+    // The holder binds its socket again, so the next daemon finds it and
+    // what it holds (not a new, empty holder).
+    let deadline = Instant::now() + BOUND;
+    while !socket.exists() {
+        assert!(Instant::now() < deadline, "the socket was not bound again within {BOUND:?}");
+        std::thread::yield_now();
+    }
+    let (client, held, _exits) = connect(&socket);
+    assert_eq!(held.iter().map(|a| (a.held.proc_id, a.held.pid)).collect::<Vec<_>>(), [(1, pid)]);
+    write(&fds[0], "x\n");
+    read_until(&fds[1], "got-x");
+    client.release(1).unwrap();
+}

@@ -23,7 +23,7 @@ pub(crate) struct ProcessInfo {
     pub(crate) name: Option<String>,
     /// OS pid.
     pub(crate) pid: u32,
-    /// running, exited, killed, timed_out, stopped or lost. Left out beside
+    /// running, exited, killed, timed_out, stopped, lost or holder_lost. Left out beside
     /// a wait's outcome, which says it.
     #[serde(skip_serializing_if = "String::is_empty")]
     pub(crate) status: String,

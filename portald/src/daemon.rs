@@ -141,6 +141,47 @@ impl Daemon {
                 ADOPT_CONCURRENCY,
             ))
             .await;
+        // Running when the last daemon went, and not held: their holder
+        // died, and them with it. What they left (their session, their
+        // lineage, reparented to init) is killed, and they are recorded as
+        // ended by that, never listed as if they might still run.
+        let orphaned: Vec<(crate::proc::ProcId, u32)> = dormant
+            .iter()
+            .filter(|r| {
+                matches!(r.status, RowStatus::Running | RowStatus::Lost) && r.ended_at_ns.is_none()
+            })
+            .map(|r| (r.id, r.pid))
+            .collect();
+        let lineages: Vec<sys::Lineage> = orphaned
+            .iter()
+            .map(|(id, _)| sys::Lineage::of_process(&self.config.socket, id.0))
+            .collect();
+        if !lineages.is_empty() {
+            let killed = tokio::task::spawn_blocking(move || sys::kill_carriers(&lineages))
+                .await
+                .unwrap_or(0);
+            tracing::warn!(
+                programs = orphaned.len(),
+                killed,
+                "programs whose portal-holder died: what they left was killed"
+            );
+        }
+        let now = sys::wall_ns();
+        let orphaned_ids: std::collections::HashSet<_> =
+            orphaned.iter().map(|(id, _)| *id).collect();
+        for &(id, pid) in &orphaned {
+            let update = StatusUpdate {
+                id,
+                pid,
+                status: RowStatus::Ended(EndReason::HolderLost),
+                exit_code: None,
+                exit_signal: None,
+                ended_at_ns: Some(now),
+            };
+            if let Err(e) = self.store.update_status(update).await {
+                tracing::warn!(proc = %id, error = %e, "cannot record that the holder died");
+            }
+        }
         let mut adopted = 0;
         for (r, result) in adoptions {
             match result {
@@ -158,7 +199,15 @@ impl Daemon {
                     exit: sys::ExitInfo { code: r.exit_code, signal: r.exit_signal },
                     at_ns: r.ended_at_ns.unwrap_or(r.started_at_ns),
                 },
-                // Running when the last daemon wrote it: that daemon is gone.
+                RowStatus::Running | RowStatus::Lost if orphaned_ids.contains(&r.id) => {
+                    ProcStatus::Ended {
+                        reason: EndReason::HolderLost,
+                        exit: sys::ExitInfo { code: None, signal: None },
+                        at_ns: now,
+                    }
+                }
+                // Running when the last daemon wrote it, then its actor
+                // panicked or its adoption failed: its fate is unknown.
                 RowStatus::Running | RowStatus::Lost => ProcStatus::Lost,
             };
             let shared = shared_of(&r, self.registry.changes());
@@ -798,7 +847,9 @@ mod tests {
             restart_after(ended(EndReason::Exited, Some(0), None), first, policy),
             Restart::No
         );
-        for reason in [EndReason::Killed, EndReason::TimedOut, EndReason::Stopped] {
+        for reason in
+            [EndReason::Killed, EndReason::TimedOut, EndReason::Stopped, EndReason::HolderLost]
+        {
             assert_eq!(restart_after(ended(reason, None, Some(9)), first, policy), Restart::No);
         }
         assert_eq!(restart_after(ProcStatus::Lost, first, policy), Restart::No);

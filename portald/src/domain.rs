@@ -231,6 +231,8 @@ pub(crate) enum EndReason {
     TimedOut,
     /// Killed because the daemon shut down.
     Stopped,
+    /// Killed because portal-holder, its parent, died.
+    HolderLost,
 }
 
 impl EndReason {
@@ -241,6 +243,7 @@ impl EndReason {
             Self::Killed => "killed",
             Self::TimedOut => "timed_out",
             Self::Stopped => "stopped",
+            Self::HolderLost => "holder_lost",
         }
     }
 }
@@ -275,6 +278,7 @@ impl RowStatus {
             "killed" => Self::Ended(EndReason::Killed),
             "timed_out" => Self::Ended(EndReason::TimedOut),
             "stopped" => Self::Ended(EndReason::Stopped),
+            "holder_lost" => Self::Ended(EndReason::HolderLost),
             "lost" => Self::Lost,
             _ => return None,
         })
@@ -294,6 +298,7 @@ mod tests {
             RowStatus::Ended(EndReason::Killed),
             RowStatus::Ended(EndReason::TimedOut),
             RowStatus::Ended(EndReason::Stopped),
+            RowStatus::Ended(EndReason::HolderLost),
         ] {
             assert_eq!(RowStatus::parse(s.as_str()), Some(s));
         }

@@ -133,6 +133,17 @@ impl Lineage {
         }
     }
 
+    /// What carries the managed process `id` of the daemon whose socket is
+    /// `socket`, wherever it was reparented.
+    pub(crate) fn of_process(socket: &std::path::Path, id: u64) -> Self {
+        Self {
+            socket: [b"PORTAL_SOCKET=", socket.as_os_str().as_bytes()].concat(),
+            process: Some([PROCESS_VAR, id.to_string().as_bytes()].concat()),
+            managed: None,
+            parent: None,
+        }
+    }
+
     /// Where orphans are reparented.
     fn parent(&self) -> u32 {
         self.parent.unwrap_or_else(std::process::id)
@@ -256,6 +267,42 @@ pub(crate) fn kill_leftovers(lineage: &Lineage) -> usize {
         let roots: Vec<u32> = table
             .iter()
             .filter(|(p, s)| s.ppid == parent && s.state != 'Z' && lineage.carried_by(*p))
+            .map(|(p, _)| *p)
+            .collect();
+        let alive: Vec<u32> = descendants_of(roots, &table)
+            .into_iter()
+            .filter(|p| proc_stat(*p).is_some_and(|s| s.state != 'Z'))
+            .collect();
+        if alive.is_empty() {
+            break;
+        }
+        for pid in &alive {
+            let _ = kill(*pid, libc::SIGKILL);
+        }
+        killed += alive.len();
+    }
+    killed
+}
+
+/// Kills every process that carries one of `lineages`, wherever it was
+/// reparented, with its descendants: what is left of programs whose holder
+/// died (their leaders died with it; the rest went to init). Every
+/// process's environment is read, once a round: run only at start, for
+/// programs no holder holds. Returns how many processes were killed.
+pub(crate) fn kill_carriers(lineages: &[Lineage]) -> usize {
+    if lineages.is_empty() {
+        return 0;
+    }
+    let mut killed = 0;
+    for _ in 0..KILL_ROUNDS {
+        let table = process_table();
+        let roots: Vec<u32> = table
+            .iter()
+            .filter(|(_, s)| s.state != 'Z')
+            .filter(|(p, _)| {
+                std::fs::read(format!("/proc/{p}/environ"))
+                    .is_ok_and(|env| lineages.iter().any(|l| l.matches(&env)))
+            })
             .map(|(p, _)| *p)
             .collect();
         let alive: Vec<u32> = descendants_of(roots, &table)

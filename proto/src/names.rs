@@ -14,6 +14,7 @@ pub fn status(s: pb::Status) -> &'static str {
         pb::Status::TimedOut => "timed_out",
         pb::Status::Stopped => "stopped",
         pb::Status::Lost => "lost",
+        pb::Status::HolderLost => "holder_lost",
         pb::Status::Unspecified => "unknown",
     }
 }

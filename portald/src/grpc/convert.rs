@@ -555,6 +555,7 @@ pub(crate) fn status_pb(s: ProcStatus) -> (pb::Status, Option<i32>, Option<i32>,
                 EndReason::Killed => pb::Status::Killed,
                 EndReason::TimedOut => pb::Status::TimedOut,
                 EndReason::Stopped => pb::Status::Stopped,
+                EndReason::HolderLost => pb::Status::HolderLost,
             };
             (st, exit.code, exit.signal, Some(at_ns))
         }

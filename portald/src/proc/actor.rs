@@ -36,7 +36,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use super::holding::Holding;
+use super::holding::{self, Holding};
 use super::input::{self, Facts, InputReport, InputSource, InputState, Prompt};
 use super::probe::{self, InputTarget, Scope, Verdict};
 use super::spawn::{InputWriter, OutputEvent, Primary, Spawned};
@@ -403,7 +403,7 @@ impl ProcActor {
                 res = &mut exit_rx, if exit_pending => {
                     exit_pending = false;
                     let res = res.unwrap_or_else(|_| Err(std::io::Error::other("the waiter thread vanished")));
-                    self.on_exit(res);
+                    self.on_exit(res).await;
                 }
                 req = requests.recv(), if requests_open => match req {
                     Some(req) => self.on_request(req).await,
@@ -712,11 +712,23 @@ impl ProcActor {
         self.input_watch.last_input = Some(Instant::now());
     }
 
-    fn on_exit(&mut self, res: std::io::Result<ExitInfo>) {
-        let exit = res.unwrap_or_else(|e| {
-            tracing::warn!(proc = %self.id(), error = %e, "waitpid failed; exit status unknown");
-            ExitInfo { code: None, signal: None }
-        });
+    async fn on_exit(&mut self, res: std::io::Result<ExitInfo>) {
+        let exit = match res {
+            Ok(exit) => exit,
+            Err(e) if holding::is_holder_lost(&e) => {
+                // Killed with its holder; what it left in its session (and
+                // its lineage) must not run on unmanaged either.
+                tracing::warn!(proc = %self.id(), error = %e, "the program's holder died");
+                self.end_reason = Some(EndReason::HolderLost);
+                self.signal_tree(libc::SIGKILL).await;
+                self.kill_leftovers().await;
+                ExitInfo { code: None, signal: None }
+            }
+            Err(e) => {
+                tracing::warn!(proc = %self.id(), error = %e, "waitpid failed; exit status unknown");
+                ExitInfo { code: None, signal: None }
+            }
+        };
         tracing::info!(proc = %self.id(), code = ?exit.code, signal = ?exit.signal, "program exited");
         self.exit = Some(exit);
         self.input.close();

@@ -6,10 +6,15 @@
 //! waiting for them, or kept until one asks (an exit can arrive before the
 //! actor that wants it exists). The pids of running programs are known here
 //! too, so tree sweeps need not read their environments.
+//!
+//! A holder that dies takes its programs with it (they die with their
+//! parent): every exit still awaited is answered then with
+//! [`holder_lost`], so no kill, wait or shutdown waits for an exit that
+//! cannot come, and the next spawn starts a new holder.
 
 use std::collections::{HashMap, HashSet};
 use std::os::fd::{AsFd as _, BorrowedFd, OwnedFd};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
@@ -27,11 +32,38 @@ struct Book {
     early: HashMap<ProcId, ExitInfo>,
     pids: HashMap<ProcId, u32>,
     running: HashSet<u32>,
+    /// Programs of a holder that died: their exits never come.
+    orphaned: HashSet<ProcId>,
+    /// Which connection is the current one: a notice of an older one is
+    /// stale.
+    generation: u64,
+    /// The current connection ended (the holder died).
+    gone: bool,
+}
+
+/// What an awaited exit is answered with when the holder died: the program
+/// was killed with it (its parent), and how it ended is nobody's to know.
+pub(crate) fn holder_lost() -> std::io::Error {
+    std::io::Error::new(
+        std::io::ErrorKind::ConnectionAborted,
+        "portal-holder, the program's parent, died; the program was killed with it",
+    )
+}
+
+/// Whether an exit's error is [`holder_lost`].
+pub(crate) fn is_holder_lost(e: &std::io::Error) -> bool {
+    e.kind() == std::io::ErrorKind::ConnectionAborted
 }
 
 /// The connection to the holder, with the exits it reports.
 pub(crate) struct Holding {
-    client: Arc<Client>,
+    /// The current connection; replaced when the holder died. Locked only
+    /// to clone or swap it: actors read it on the runtime.
+    client: Mutex<Arc<Client>>,
+    /// One reconnection at a time (it may take seconds: a holder starting).
+    reconnecting: Mutex<()>,
+    socket: PathBuf,
+    binary: PathBuf,
     book: Arc<Mutex<Book>>,
     /// Readable once the daemon hands its programs over (a live upgrade):
     /// every reader thread polls it beside its stream and stops at a chunk
@@ -43,7 +75,7 @@ pub(crate) struct Holding {
 
 impl std::fmt::Debug for Holding {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Holding").field("holder_pid", &self.client.pid()).finish_non_exhaustive()
+        f.debug_struct("Holding").field("holder_pid", &self.holder_pid()).finish_non_exhaustive()
     }
 }
 
@@ -57,6 +89,56 @@ impl From<Exit> for ExitInfo {
     }
 }
 
+/// What the holder reports on its own, into `book`, for the connection of
+/// `generation`.
+fn hearer(book: Arc<Mutex<Book>>, generation: u64) -> portal_holder::client::OnNotice {
+    Box::new(move |notice: Notice| {
+        let (id, exit) = match notice {
+            Notice::Exited { proc_id, exit } => (ProcId(proc_id), exit),
+            Notice::OrphanReaped { pid, exit } => {
+                tracing::debug!(pid, code = ?exit.code, signal = ?exit.signal, "portal-holder reaped an orphan");
+                return;
+            }
+            Notice::Gone => return holder_gone(&book, generation),
+        };
+        let mut b = lock(&book);
+        if let Some(pid) = b.pids.remove(&id) {
+            b.running.remove(&pid);
+        }
+        match b.waiting.remove(&id) {
+            // The actor may be gone already (a failed start).
+            Some(tx) => drop(tx.send(Ok(exit.into()))),
+            None => drop(b.early.insert(id, exit.into())),
+        }
+    })
+}
+
+/// The holder of `generation` is gone: every program it held died with it.
+fn holder_gone(book: &Mutex<Book>, generation: u64) {
+    let mut b = lock(book);
+    // Each connection ends once; an older one's end is stale.
+    if b.generation != generation {
+        return;
+    }
+    b.gone = true;
+    let running: Vec<ProcId> = b.pids.keys().copied().collect();
+    b.pids.clear();
+    b.running.clear();
+    let waiting: Vec<_> = b.waiting.drain().collect();
+    let count = running.len().max(waiting.len());
+    b.orphaned.extend(running);
+    for (id, tx) in waiting {
+        b.orphaned.insert(id);
+        drop(tx.send(Err(holder_lost())));
+    }
+    if count > 0 {
+        tracing::error!(
+            programs = count,
+            "portal-holder died: its programs died with it; the next start starts a new holder"
+        );
+    }
+}
+
 impl Holding {
     /// Connects to the holder at `socket` (starting `binary` when none
     /// answers) and returns what it held. Blocking.
@@ -65,41 +147,68 @@ impl Holding {
         binary: &Path,
     ) -> Result<(Arc<Self>, Vec<Adoptable>), HolderError> {
         let book = Arc::new(Mutex::new(Book::default()));
-        let heard = Arc::clone(&book);
-        let on_notice = Box::new(move |notice: Notice| {
-            let (id, exit) = match notice {
-                Notice::Exited { proc_id, exit } => (ProcId(proc_id), exit),
-                Notice::OrphanReaped { pid, exit } => {
-                    tracing::debug!(pid, code = ?exit.code, signal = ?exit.signal, "portal-holder reaped an orphan");
-                    return;
-                }
-            };
-            let mut b = lock(&heard);
-            if let Some(pid) = b.pids.remove(&id) {
-                b.running.remove(&pid);
-            }
-            match b.waiting.remove(&id) {
-                // The actor may be gone already (a failed start).
-                Some(tx) => drop(tx.send(Ok(exit.into()))),
-                None => drop(b.early.insert(id, exit.into())),
-            }
-        });
-        let (client, held) = Client::connect(socket, binary, on_notice)?;
+        let (client, held) = Client::connect(socket, binary, hearer(Arc::clone(&book), 0))?;
         let detach = rustix::event::eventfd(0, rustix::event::EventfdFlags::CLOEXEC)
             .map_err(|e| HolderError::Io(std::io::Error::from(e)))?;
         let detaching = AtomicBool::new(false);
-        Ok((Arc::new(Self { client, book, detach, detaching }), held))
+        let holding = Self {
+            client: Mutex::new(client),
+            reconnecting: Mutex::new(()),
+            socket: socket.to_owned(),
+            binary: binary.to_owned(),
+            book,
+            detach,
+            detaching,
+        };
+        Ok((Arc::new(holding), held))
+    }
+
+    /// The current connection.
+    fn client(&self) -> Arc<Client> {
+        Arc::clone(&self.client.lock().unwrap_or_else(PoisonError::into_inner))
+    }
+
+    /// The current connection, a new holder's when the last one died.
+    fn live_client(&self) -> Result<Arc<Client>, String> {
+        let _one = self.reconnecting.lock().unwrap_or_else(PoisonError::into_inner);
+        let generation = {
+            let mut b = lock(&self.book);
+            if !b.gone {
+                return Ok(self.client());
+            }
+            // Notices of the dead connection are stale from here on; the
+            // new one's end, whenever it comes, marks it gone again.
+            b.generation += 1;
+            b.gone = false;
+            b.generation
+        };
+        let hear = hearer(Arc::clone(&self.book), generation);
+        let (fresh, held) = Client::connect(&self.socket, &self.binary, hear).map_err(|e| {
+            lock(&self.book).gone = true;
+            format!("portal-holder died and no new one could be reached or started: {e}")
+        })?;
+        if !held.is_empty() {
+            // Not this daemon's: it never spawned through this holder.
+            tracing::warn!(
+                programs = held.len(),
+                "a new portal-holder held programs already; left alone"
+            );
+        }
+        tracing::info!(holder_pid = fresh.pid(), "connected to a new portal-holder");
+        *self.client.lock().unwrap_or_else(PoisonError::into_inner) = Arc::clone(&fresh);
+        Ok(fresh)
     }
 
     /// The holder's pid: the parent of every program, where their orphans go.
     pub(crate) fn holder_pid(&self) -> u32 {
-        self.client.pid()
+        self.client().pid()
     }
 
-    /// Starts a program (blocking until the holder answered).
+    /// Starts a program (blocking until the holder answered), through a new
+    /// holder if the last one died.
     pub(crate) fn spawn(&self, spec: wire::Spawn) -> Result<(u32, Vec<OwnedFd>), String> {
         let id = ProcId(spec.proc_id);
-        let (pid, fds) = self.client.spawn(spec)?;
+        let (pid, fds) = self.live_client()?.spawn(spec)?;
         let mut b = lock(&self.book);
         if !b.early.contains_key(&id) {
             b.pids.insert(id, pid);
@@ -127,6 +236,7 @@ impl Holding {
         let mut b = lock(&self.book);
         match b.early.remove(&id) {
             Some(exit) => drop(tx.send(Ok(exit))),
+            None if b.orphaned.contains(&id) => drop(tx.send(Err(holder_lost()))),
             None => drop(b.waiting.insert(id, tx)),
         }
         rx
@@ -160,22 +270,29 @@ impl Holding {
     /// Leaves `meta` with the holder for the program `id`: what the next
     /// daemon needs to continue it exactly (cursors, agent state, screen).
     pub(crate) fn set_meta(&self, id: ProcId, meta: String) {
-        if let Err(e) = self.client.set_meta(id.0, meta) {
+        if let Err(e) = self.client().set_meta(id.0, meta) {
             tracing::warn!(proc = %id, error = %e, "cannot leave the handover state with portal-holder");
         }
     }
 
     /// Tells the holder a pipe program's input is closed.
     pub(crate) fn close_input(&self, id: ProcId) {
-        if let Err(e) = self.client.close_input(id.0) {
+        if let Err(e) = self.client().close_input(id.0) {
             tracing::warn!(proc = %id, error = %e, "cannot tell portal-holder that input closed");
         }
     }
 
     /// Tells the holder an ended program is recorded: it lets it go.
     pub(crate) fn release(&self, id: ProcId) {
-        lock(&self.book).early.remove(&id);
-        if let Err(e) = self.client.release(id.0) {
+        {
+            let mut b = lock(&self.book);
+            b.early.remove(&id);
+            // A dead holder's program: nothing to let go.
+            if b.orphaned.remove(&id) {
+                return;
+            }
+        }
+        if let Err(e) = self.client().release(id.0) {
             tracing::warn!(proc = %id, error = %e, "cannot tell portal-holder to let a program go");
         }
     }
