@@ -171,6 +171,11 @@ enum Msg {
         reply: oneshot::Sender<Result<ProcId, StoreError>>,
     },
     Status(StatusUpdate),
+    /// A process's end, answered once committed (or not).
+    End {
+        update: StatusUpdate,
+        reply: oneshot::Sender<Result<(), StoreError>>,
+    },
     Replaced {
         old: ProcId,
         by: ProcId,
@@ -200,7 +205,11 @@ impl Msg {
     fn awaited(&self) -> bool {
         matches!(
             self,
-            Self::CreateProc { .. } | Self::Program { .. } | Self::Flush { .. } | Self::Close
+            Self::CreateProc { .. }
+                | Self::Program { .. }
+                | Self::End { .. }
+                | Self::Flush { .. }
+                | Self::Close
         )
     }
 
@@ -467,6 +476,19 @@ impl Store {
     /// Records a status change (ordered after every chunk sent before it).
     pub(crate) async fn update_status(&self, update: StatusUpdate) -> Result<(), StoreError> {
         self.send(Msg::Status(update)).await
+    }
+
+    /// Records a process's end and waits for its commit: `Ok` only once it
+    /// is in the log, so an end is shown to nobody before a restart would
+    /// find it. On a full disk the end commits without the output that
+    /// could not be stored; an error means not even that was possible.
+    ///
+    /// # Cancel safety
+    /// Dropping the future may leave the end queued, to commit or not.
+    pub(crate) async fn record_end(&self, update: StatusUpdate) -> Result<(), StoreError> {
+        let (reply, rx) = oneshot::channel();
+        self.send(Msg::End { update, reply }).await?;
+        rx.await.map_err(|_| StoreError::Closed)?
     }
 
     /// Records that `by` took the name of the ended `old` over.

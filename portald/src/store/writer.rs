@@ -396,6 +396,9 @@ impl Writer {
                         Msg::Flush { reply } => {
                             let _ = reply.send(());
                         }
+                        Msg::End { reply, .. } => {
+                            let _ = reply.send(Err(err()));
+                        }
                         _ => {}
                     }
                 }
@@ -626,6 +629,9 @@ fn answer(msg: Msg, outcome: Outcome) {
         (Msg::Flush { reply }, _) => {
             let _ = reply.send(());
         }
+        (Msg::End { reply, .. }, _) => {
+            let _ = reply.send(Ok(()));
+        }
         _ => {}
     }
 }
@@ -712,7 +718,7 @@ fn apply(tx: &Transaction<'_>, msg: &Msg) -> Result<Outcome, StoreError> {
             let id = u64::try_from(tx.last_insert_rowid()).unwrap_or(0);
             return Ok(Outcome::Created(ProcId(id)));
         }
-        Msg::Status(u) => {
+        Msg::Status(u) | Msg::End { update: u, .. } => {
             tx.execute(
                 "UPDATE processes SET pid = ?2, status = ?3, exit_code = ?4, exit_signal = ?5, ended_at_ns = ?6 WHERE id = ?1",
                 params![to_i64(u.id.0), u.pid, u.status.as_str(), u.exit_code, u.exit_signal, u.ended_at_ns],
