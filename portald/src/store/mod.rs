@@ -366,7 +366,7 @@ impl Store {
         // A whole batch fits in the page cache, so a commit writes each
         // page once instead of spilling half-built pages mid-transaction.
         conn.pragma_update(None, "cache_size", -WRITER_CACHE_KIB)?;
-        let checkpoint = Checkpointer::start(&conn, path)?;
+        let checkpoint = Checkpointer::start(&conn, path, &retention)?;
         let max_pages = retention
             .max_db_bytes
             .map(|max| (i64::try_from(max).unwrap_or(i64::MAX) / page_size.max(1)).max(1));
@@ -383,8 +383,6 @@ impl Store {
         let page_size = u64::try_from(page_size).unwrap_or(4096);
         let garbage = Garbage::find(&conn, &procs)?;
         let reserve = reserve::Reserve::new(path);
-        let mut wal = path.as_os_str().to_owned();
-        wal.push("-wal");
         let w = Writer {
             conn,
             usage,
@@ -396,7 +394,6 @@ impl Store {
             low_space: false,
             max_pages,
             dir: path.parent().map(Path::to_path_buf),
-            wal: wal.into(),
             db_path: path.to_path_buf(),
             db_id: std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino())),
             grown: std::collections::BTreeMap::new(),
