@@ -190,7 +190,63 @@ pub struct Retention {
     pub max_db_bytes: Option<u64>,
 }
 
+/// Room set aside beside the database for a full disk
+/// (`portal.db.reserve`): a trim's deletes, the control records of a busy
+/// moment and a checkpoint's copy, with margin. Small beside any real disk.
+pub const DISK_RESERVE_BYTES: u64 = 16 << 20;
+
+/// Smallest WAL a busy writer lets grow before folding it back: each fold
+/// is a copy, a sync and a wait for readers still in the WAL (followers, the
+/// search indexer); at 4 MiB that wait halved capture, at 16 MiB it is lost
+/// in the noise.
+const WAL_FOLD_MIN_BYTES: u64 = 16 << 20;
+
+/// Largest: a few hundred milliseconds of bulk output, which the checkpoint
+/// thread copies while the writer goes on; more only costs disk.
+const WAL_FOLD_MAX_BYTES: u64 = 64 << 20;
+
+/// What one batch of the writer adds to the WAL at most: its output and
+/// the B-tree pages it touches.
+const WAL_BATCH_BYTES: u64 = 2 * STORE_BATCH_BYTES as u64;
+
+/// Beside the log: the shared-memory file, the search index's WAL and the
+/// daemon's own small files.
+const SMALL_FILES_BYTES: u64 = 8 << 20;
+
 impl Retention {
+    /// The most log the database holds: the total limit, or the database
+    /// file's ceiling when that is lower.
+    #[must_use]
+    pub fn log_bound(&self) -> u64 {
+        self.max_db_bytes.map_or(self.total, |max| max.min(self.total))
+    }
+
+    /// WAL size at which the store folds it back into the database while
+    /// output streams: an eighth of [`Self::log_bound`], within 16..64 MiB, so
+    /// a small limit is not dwarfed by its WAL. The WAL never passes twice
+    /// this plus one batch: past that the writer waits for the fold.
+    #[must_use]
+    pub fn wal_fold_bytes(&self) -> u64 {
+        (self.log_bound() / 8).clamp(WAL_FOLD_MIN_BYTES, WAL_FOLD_MAX_BYTES)
+    }
+
+    /// What the data directory may hold beyond [`Self::log_bound`], even
+    /// while output floods in faster than anything else: the database's
+    /// B-tree pages beside the bytes kept, and pages trimmed but not yet
+    /// reused (half the bound: measured 0.42 under a flood); the search index
+    /// (a quarter); the WAL (twice [`Self::wal_fold_bytes`] and a batch); the
+    /// reserve; the small files.
+    #[must_use]
+    pub fn disk_margin(&self) -> u64 {
+        let bound = self.log_bound();
+        bound / 2
+            + bound / 4
+            + 2 * self.wal_fold_bytes()
+            + WAL_BATCH_BYTES
+            + DISK_RESERVE_BYTES
+            + SMALL_FILES_BYTES
+    }
+
     /// No limits at all (tests).
     #[cfg(test)]
     pub(crate) const UNLIMITED: Self =

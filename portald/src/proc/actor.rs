@@ -334,6 +334,14 @@ struct InputWatch {
     quiet_probes: u32,
 }
 
+/// First pause before an end the disk refused is committed again: a
+/// trim or a checkpoint usually makes room within milliseconds.
+const END_RETRY_FIRST: Duration = Duration::from_millis(50);
+
+/// Longest pause between tries: a disk someone else keeps full is asked
+/// about twice a second, which costs nothing.
+const END_RETRY_MAX: Duration = Duration::from_millis(500);
+
 /// How long a handover waits for a program to read the input queued for
 /// it: a program that reads nothing must not hold an upgrade up.
 const HANDOVER_INPUT_GRACE: Duration = Duration::from_secs(2);
@@ -855,13 +863,12 @@ impl ProcActor {
             exit_signal: exit.signal,
             ended_at_ns: Some(sys::wall_ns()),
         };
-        if let Err(e) = self.store.update_status(update).await {
-            tracing::warn!(proc = %self.id(), error = %e, "cannot record the end in the store");
-        }
         // Durable before visible: nobody is told of an end (or shown its
-        // exit code) that a crash could still take back.
-        if let Err(e) = self.store.flush().await {
-            tracing::warn!(proc = %self.id(), error = %e, "cannot commit the end");
+        // exit code) that a crash or a restart could still take back.
+        if !self.commit_end(update).await {
+            // Shutting down with the end not in the log: the holder keeps
+            // the exit, and the next daemon records it.
+            return;
         }
         // Recorded: the holder can let it go (its descriptors close).
         self.holding.release(self.id());
@@ -875,6 +882,26 @@ impl ProcActor {
             let _ = w.send(status);
         }
         tracing::info!(proc = %self.id(), status = status.as_str(), "process ended");
+    }
+
+    /// Commits the end, trying again while the disk refuses it (another
+    /// program may be filling it; trimming and the reserve make room in
+    /// time). False only when the daemon stops first.
+    async fn commit_end(&self, update: StatusUpdate) -> bool {
+        let mut pause = END_RETRY_FIRST;
+        loop {
+            match self.store.record_end(update.clone()).await {
+                Ok(()) => return true,
+                Err(e) => {
+                    tracing::warn!(proc = %self.id(), error = %e, "cannot commit the end yet; trying again");
+                }
+            }
+            tokio::select! {
+                () = tokio::time::sleep(pause) => {}
+                () = self.cancel.cancelled() => return false,
+            }
+            pause = (pause * 2).min(END_RETRY_MAX);
+        }
     }
 
     /// Stops taking requests: from here on they are refused with nothing

@@ -171,6 +171,11 @@ enum Msg {
         reply: oneshot::Sender<Result<ProcId, StoreError>>,
     },
     Status(StatusUpdate),
+    /// A process's end, answered once committed (or not).
+    End {
+        update: StatusUpdate,
+        reply: oneshot::Sender<Result<(), StoreError>>,
+    },
     Replaced {
         old: ProcId,
         by: ProcId,
@@ -200,7 +205,11 @@ impl Msg {
     fn awaited(&self) -> bool {
         matches!(
             self,
-            Self::CreateProc { .. } | Self::Program { .. } | Self::Flush { .. } | Self::Close
+            Self::CreateProc { .. }
+                | Self::Program { .. }
+                | Self::End { .. }
+                | Self::Flush { .. }
+                | Self::Close
         )
     }
 
@@ -357,7 +366,7 @@ impl Store {
         // A whole batch fits in the page cache, so a commit writes each
         // page once instead of spilling half-built pages mid-transaction.
         conn.pragma_update(None, "cache_size", -WRITER_CACHE_KIB)?;
-        let checkpoint = Checkpointer::start(&conn, path)?;
+        let checkpoint = Checkpointer::start(&conn, path, &retention)?;
         let max_pages = retention
             .max_db_bytes
             .map(|max| (i64::try_from(max).unwrap_or(i64::MAX) / page_size.max(1)).max(1));
@@ -374,8 +383,6 @@ impl Store {
         let page_size = u64::try_from(page_size).unwrap_or(4096);
         let garbage = Garbage::find(&conn, &procs)?;
         let reserve = reserve::Reserve::new(path);
-        let mut wal = path.as_os_str().to_owned();
-        wal.push("-wal");
         let w = Writer {
             conn,
             usage,
@@ -387,7 +394,6 @@ impl Store {
             low_space: false,
             max_pages,
             dir: path.parent().map(Path::to_path_buf),
-            wal: wal.into(),
             db_path: path.to_path_buf(),
             db_id: std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino())),
             grown: std::collections::BTreeMap::new(),
@@ -467,6 +473,19 @@ impl Store {
     /// Records a status change (ordered after every chunk sent before it).
     pub(crate) async fn update_status(&self, update: StatusUpdate) -> Result<(), StoreError> {
         self.send(Msg::Status(update)).await
+    }
+
+    /// Records a process's end and waits for its commit: `Ok` only once it
+    /// is in the log, so an end is shown to nobody before a restart would
+    /// find it. On a full disk the end commits without the output that
+    /// could not be stored; an error means not even that was possible.
+    ///
+    /// # Cancel safety
+    /// Dropping the future may leave the end queued, to commit or not.
+    pub(crate) async fn record_end(&self, update: StatusUpdate) -> Result<(), StoreError> {
+        let (reply, rx) = oneshot::channel();
+        self.send(Msg::End { update, reply }).await?;
+        rx.await.map_err(|_| StoreError::Closed)?
     }
 
     /// Records that `by` took the name of the ended `old` over.

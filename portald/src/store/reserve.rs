@@ -12,9 +12,11 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-/// Room set aside: a trim's deletes, the control records of a busy moment
-/// and a checkpoint's copy, with margin. Small beside any real disk.
-pub(crate) const RESERVE_BYTES: usize = 16 << 20;
+use crate::config::DISK_RESERVE_BYTES;
+
+/// Room set aside (see [`DISK_RESERVE_BYTES`]).
+#[expect(clippy::cast_possible_truncation, reason = "16 MiB")]
+pub(crate) const RESERVE_BYTES: usize = DISK_RESERVE_BYTES as usize;
 
 /// How often a missing reserve is made anew while the disk stays full.
 const RESTORE_EVERY: std::time::Duration = std::time::Duration::from_secs(5);

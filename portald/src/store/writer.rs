@@ -15,6 +15,7 @@ use super::checkpoint::Checkpointer;
 use super::gc::Garbage;
 use super::retention::Usage;
 use super::*;
+use crate::config::DISK_RESERVE_BYTES;
 
 /// Page cache of the writer connection: twice the largest batch.
 pub(super) const WRITER_CACHE_KIB: i64 = 8 << 10;
@@ -70,9 +71,8 @@ pub(super) struct Writer {
     pub(super) low_space: bool,
     /// The database's own size limit in pages (`--max-db-size`), if any.
     pub(super) max_pages: Option<i64>,
-    /// The database's directory and WAL file.
+    /// The database's directory.
     pub(super) dir: Option<std::path::PathBuf>,
-    pub(super) wal: std::path::PathBuf,
     /// The database file, and its device and inode when opened.
     pub(super) db_path: std::path::PathBuf,
     pub(super) db_id: Option<(u64, u64)>,
@@ -85,7 +85,7 @@ const SQLITE_MAX_PAGES: i64 = 0xFFFF_FFFE;
 
 /// Free disk space below which the writer keeps the log's files tight: the
 /// reserve, a few WAL folds and margin.
-const LOW_SPACE_BYTES: u64 = reserve::RESERVE_BYTES as u64 + 4 * TIGHT_WAL_BYTES;
+const LOW_SPACE_BYTES: u64 = DISK_RESERVE_BYTES + 4 * TIGHT_WAL_BYTES;
 
 /// Room a writer on a nearly full disk keeps for what comes next (free
 /// pages in the file and free disk together), trimming the oldest history
@@ -272,7 +272,10 @@ impl Writer {
     /// Applies `batch` in one transaction, leaving out its first `skip`
     /// output chunks (the oldest).
     fn run(&mut self, batch: &[Msg], skip: usize) -> Result<Vec<Outcome>, StoreError> {
-        let tx = self.conn.transaction()?;
+        // Immediate: the write lock is taken (waiting for a checkpoint that
+        // holds it) before anything is read; a deferred transaction that
+        // read first would fail at once, without waiting, when it writes.
+        let tx = self.conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
         let mut outcomes = Vec::with_capacity(batch.len());
         let mut chunks = 0;
         for msg in batch {
@@ -396,6 +399,9 @@ impl Writer {
                         Msg::Flush { reply } => {
                             let _ = reply.send(());
                         }
+                        Msg::End { reply, .. } => {
+                            let _ = reply.send(Err(err()));
+                        }
                         _ => {}
                     }
                 }
@@ -434,6 +440,9 @@ impl Writer {
     /// of the log, so the next batches do not each hit the wall); fold the
     /// WAL in again. The trimmed pages stay in the file for new output.
     fn make_room(&mut self, chunk_bytes: u64) {
+        // From here the WAL is rewound, never emptied: the disk it holds is
+        // room no other program can take.
+        self.low_space = true;
         if self.reserve.release() {
             self.hold_file_size(true);
         }
@@ -443,7 +452,6 @@ impl Writer {
         }
         self.trim_for_room(chunk_bytes.max(1 << 20) + self.usage.total() / 8);
         self.fold_wal();
-        self.low_space = true;
     }
 
     /// While the reserve is given back, the database file may not grow:
@@ -518,7 +526,7 @@ impl Writer {
         if !self.low_space {
             return;
         }
-        if self.wal_bytes() > TIGHT_WAL_BYTES {
+        if self.checkpoint.wal_bytes(&self.conn) > TIGHT_WAL_BYTES {
             self.fold_wal();
         }
         // Room for what comes next: free pages in the file (new output and
@@ -536,15 +544,10 @@ impl Writer {
         }
     }
 
-    fn wal_bytes(&self) -> u64 {
-        std::fs::metadata(&self.wal).map_or(0, |m| m.len())
-    }
-
-    /// Copies the WAL into the database and empties it.
+    /// Copies the WAL into the database and rewinds it; on a nearly full
+    /// disk the file keeps its room (see `checkpoint.rs`).
     fn fold_wal(&self) {
-        if let Err(e) = self.conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(())) {
-            tracing::warn!(error = %e, "checkpoint failed");
-        }
+        self.checkpoint.fold(&self.conn, self.low_space);
     }
 
     fn collect_garbage(&mut self) {
@@ -625,6 +628,9 @@ fn answer(msg: Msg, outcome: Outcome) {
         }
         (Msg::Flush { reply }, _) => {
             let _ = reply.send(());
+        }
+        (Msg::End { reply, .. }, _) => {
+            let _ = reply.send(Ok(()));
         }
         _ => {}
     }
@@ -712,7 +718,7 @@ fn apply(tx: &Transaction<'_>, msg: &Msg) -> Result<Outcome, StoreError> {
             let id = u64::try_from(tx.last_insert_rowid()).unwrap_or(0);
             return Ok(Outcome::Created(ProcId(id)));
         }
-        Msg::Status(u) => {
+        Msg::Status(u) | Msg::End { update: u, .. } => {
             tx.execute(
                 "UPDATE processes SET pid = ?2, status = ?3, exit_code = ?4, exit_signal = ?5, ended_at_ns = ?6 WHERE id = ?1",
                 params![to_i64(u.id.0), u.pid, u.status.as_str(), u.exit_code, u.exit_signal, u.ended_at_ns],
