@@ -39,6 +39,8 @@ pub(crate) struct Holding {
     /// daemon.
     detach: OwnedFd,
     detaching: AtomicBool,
+    /// Ring size of each new program's journal (output streams).
+    journal_ring: u64,
 }
 
 impl std::fmt::Debug for Holding {
@@ -63,6 +65,7 @@ impl Holding {
     pub(crate) fn connect(
         socket: &Path,
         binary: &Path,
+        journal_ring: u64,
     ) -> Result<(Arc<Self>, Vec<Adoptable>), HolderError> {
         let book = Arc::new(Mutex::new(Book::default()));
         let heard = Arc::clone(&book);
@@ -88,7 +91,7 @@ impl Holding {
         let detach = rustix::event::eventfd(0, rustix::event::EventfdFlags::CLOEXEC)
             .map_err(|e| HolderError::Io(std::io::Error::from(e)))?;
         let detaching = AtomicBool::new(false);
-        Ok((Arc::new(Self { client, book, detach, detaching }), held))
+        Ok((Arc::new(Self { client, book, detach, detaching, journal_ring }), held))
     }
 
     /// The holder's pid: the parent of every program, where their orphans go.
@@ -96,10 +99,20 @@ impl Holding {
         self.client.pid()
     }
 
-    /// Starts a program (blocking until the holder answered).
-    pub(crate) fn spawn(&self, spec: wire::Spawn) -> Result<(u32, Vec<OwnedFd>), String> {
+    /// Ring size of each new program's journal (output streams).
+    pub(crate) fn journal_ring(&self) -> u64 {
+        self.journal_ring
+    }
+
+    /// Starts a program (blocking until the holder answered); the holder
+    /// keeps `journal` with it.
+    pub(crate) fn spawn(
+        &self,
+        spec: wire::Spawn,
+        journal: &[BorrowedFd<'_>],
+    ) -> Result<(u32, Vec<OwnedFd>), String> {
         let id = ProcId(spec.proc_id);
-        let (pid, fds) = self.client.spawn(spec)?;
+        let (pid, fds) = self.client.spawn(spec, journal)?;
         let mut b = lock(&self.book);
         if !b.early.contains_key(&id) {
             b.pids.insert(id, pid);
