@@ -6,7 +6,7 @@
 //! callback. Spawns are one at a time (the holder forks them one at a time
 //! anyway), so a spawn's answer is the next `Spawned`/`SpawnFailed`.
 
-use std::os::fd::OwnedFd;
+use std::os::fd::{BorrowedFd, OwnedFd};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
@@ -58,13 +58,16 @@ impl From<std::io::Error> for HolderError {
 }
 
 /// A program the holder held when this daemon connected, with its
-/// descriptors (the PTY primary, or input if open, output and error).
+/// descriptors (the PTY primary, or input if open, output and error) and
+/// the journal its spawn gave the holder.
 #[derive(Debug)]
 pub struct Adoptable {
     /// What the holder knows of it.
     pub held: Held,
     /// Its descriptors.
     pub fds: Vec<OwnedFd>,
+    /// Its journal's descriptors, as its spawn carried them.
+    pub journal: Vec<OwnedFd>,
 }
 
 /// What the holder reports on its own.
@@ -155,8 +158,10 @@ impl Client {
         let adoptable = held
             .into_iter()
             .map(|h| {
-                let n = fd_count(&h);
-                Adoptable { fds: fds.by_ref().take(n).collect(), held: h }
+                let n = fd_count(&h) - usize::from(h.journal);
+                let io = fds.by_ref().take(n).collect();
+                let journal = fds.by_ref().take(usize::from(h.journal)).collect();
+                Adoptable { fds: io, journal, held: h }
             })
             .collect();
         // Events come when they come: the reader waits without a timeout.
@@ -184,20 +189,31 @@ impl Client {
     }
 
     fn send(&self, request: &Request) -> std::io::Result<()> {
+        self.send_with(request, &[])
+    }
+
+    fn send_with(&self, request: &Request, fds: &[BorrowedFd<'_>]) -> std::io::Result<()> {
         let _write = self.write.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        wire::send(&self.sock, request, &[])
+        wire::send(&self.sock, request, fds)
     }
 
     /// Starts a program; returns its pid and descriptors (the PTY primary,
-    /// or input, output and error). Blocks until the holder answers.
+    /// or input, output and error). Blocks until the holder answers. The
+    /// holder keeps `journal` with the program and gives it back to the
+    /// next daemon.
     ///
     /// # Errors
     /// The OS's reason when the program could not be started, or a lost
     /// connection.
-    pub fn spawn(&self, spec: Spawn) -> Result<(u32, Vec<OwnedFd>), String> {
+    pub fn spawn(
+        &self,
+        spec: Spawn,
+        journal: &[BorrowedFd<'_>],
+    ) -> Result<(u32, Vec<OwnedFd>), String> {
         let _one = self.spawns.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let proc_id = spec.proc_id;
-        self.send(&Request::Spawn(spec)).map_err(|e| format!("portal-holder is gone: {e}"))?;
+        self.send_with(&Request::Spawn(spec), journal)
+            .map_err(|e| format!("portal-holder is gone: {e}"))?;
         let answers = self.answers.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let deadline = Instant::now() + crate::serve::IO_TIMEOUT * 2;
         loop {
@@ -250,11 +266,12 @@ impl Drop for Client {
 }
 
 fn fd_count(h: &Held) -> usize {
-    match (h.pty, h.input_open) {
+    let io = match (h.pty, h.input_open) {
         (true, _) => 1,
         (false, true) => 3,
         (false, false) => 2,
-    }
+    };
+    io + usize::from(h.journal)
 }
 
 /// The reader thread: answers spawns, reports exits, until the holder goes,

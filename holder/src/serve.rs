@@ -45,6 +45,9 @@ struct Program {
     input_open: bool,
     exit: Option<Exit>,
     meta: String,
+    /// The daemon's journal of what it read and accepted: it outlives a
+    /// daemon killed with SIGKILL here.
+    journal: Vec<OwnedFd>,
 }
 
 impl Program {
@@ -56,6 +59,7 @@ impl Program {
             input_open: self.input_open,
             exit: self.exit,
             meta: self.meta.clone(),
+            journal: u8::try_from(self.journal.len()).unwrap_or(u8::MAX),
         }
     }
 }
@@ -251,8 +255,11 @@ impl Holder {
     /// Sends `daemon` everything held: the welcome, then the descriptors.
     fn welcome(&self, daemon: &UnixStream) -> std::io::Result<()> {
         let held = self.programs.iter().map(|(id, p)| p.held(*id)).collect();
-        let fds: Vec<BorrowedFd<'_>> =
-            self.programs.values().flat_map(|p| p.fds.iter().map(AsFd::as_fd)).collect();
+        let fds: Vec<BorrowedFd<'_>> = self
+            .programs
+            .values()
+            .flat_map(|p| p.fds.iter().chain(&p.journal).map(AsFd::as_fd))
+            .collect();
         let welcome = Event::Welcome { protocol: wire::PROTOCOL, pid: std::process::id(), held };
         // Descriptors go a few at a time: one message carries at most MAX_FDS.
         wire::send(daemon, &welcome, &[])?;
@@ -268,8 +275,8 @@ impl Holder {
         if let Some(old) = self.daemon.take()
             && old.set_nonblocking(true).is_ok()
         {
-            while let Ok(Some((request, _))) = wire::recv::<Request>(&old) {
-                if let Err(_gone) = self.answer(&old, request) {
+            while let Ok(Some((request, fds))) = wire::recv::<Request>(&old) {
+                if let Err(_gone) = self.answer(&old, request, fds) {
                     // Answers cannot reach it any more; requests still count.
                 }
             }
@@ -279,13 +286,18 @@ impl Holder {
     /// Reads and answers one request; drops the daemon on any failure.
     fn serve_one(&mut self) {
         let Some(daemon) = self.daemon.take() else { return };
-        let Ok(Some((request, _))) = wire::recv::<Request>(&daemon) else { return };
-        if self.answer(&daemon, request).is_ok() {
+        let Ok(Some((request, fds))) = wire::recv::<Request>(&daemon) else { return };
+        if self.answer(&daemon, request, fds).is_ok() {
             self.daemon = Some(daemon);
         }
     }
 
-    fn answer(&mut self, daemon: &UnixStream, request: Request) -> std::io::Result<()> {
+    fn answer(
+        &mut self,
+        daemon: &UnixStream,
+        request: Request,
+        received: Vec<OwnedFd>,
+    ) -> std::io::Result<()> {
         match request {
             // The attached daemon saying hello again: everything again.
             Request::Hello { .. } => self.welcome(daemon),
@@ -310,6 +322,7 @@ impl Holder {
                                 input_open: spec.pty.is_none(),
                                 exit: None,
                                 meta: spec.meta,
+                                journal: received,
                             },
                         );
                         Ok(())

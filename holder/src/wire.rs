@@ -21,7 +21,8 @@ use serde::{Deserialize, Serialize};
 
 /// The protocol both sides speak. A daemon refuses a holder that speaks
 /// another (and says which side to restart); it changes only when a message
-/// changes meaning. 2: a hello may be refused ([`Event::Refused`]).
+/// changes meaning. 2: a hello may be refused ([`Event::Refused`]), and a
+/// spawn may carry the program's journal, which the welcome gives back.
 pub const PROTOCOL: u32 = 2;
 
 /// Largest frame accepted: a spawn carries argv and environment, which Linux
@@ -72,7 +73,9 @@ pub enum Request {
         protocol: u32,
     },
     /// Starts a program: answered by [`Event::Spawned`] (with its
-    /// descriptors) or [`Event::SpawnFailed`].
+    /// descriptors) or [`Event::SpawnFailed`]. The descriptors it
+    /// carries are the program's journal (the daemon's record of what it
+    /// read and accepted), kept for the next daemon.
     Spawn(Spawn),
     /// Replaces what the daemon gets back at adoption.
     SetMeta {
@@ -111,6 +114,9 @@ pub struct Held {
     pub exit: Option<Exit>,
     /// What the daemon gave at spawn (or later).
     pub meta: String,
+    /// How many descriptors of its journal follow its other ones.
+    #[serde(default)]
+    pub journal: u8,
 }
 
 /// From the holder to the daemon.

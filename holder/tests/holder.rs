@@ -92,7 +92,8 @@ fn a_pipe_program_runs_through_the_holder_and_its_exit_is_heard() {
     let (client, held, exits) = connect(&socket);
     let mut heard = Heard::new();
     assert!(held.is_empty());
-    let (pid, fds) = client.spawn(sh(1, "echo hi; read x; echo got $x >&2; exit 3", None)).unwrap();
+    let (pid, fds) =
+        client.spawn(sh(1, "echo hi; read x; echo got $x >&2; exit 3", None), &[]).unwrap();
     assert!(pid > 1 && fds.len() == 3);
     read_until(&fds[1], "hi\n");
     write(&fds[0], "yo\n");
@@ -101,7 +102,7 @@ fn a_pipe_program_runs_through_the_holder_and_its_exit_is_heard() {
     // A program the OS cannot start is an answer, not a hang.
     let mut bad = sh(2, "", None);
     bad.program = "/nonexistent/program".into();
-    let err = client.spawn(bad).unwrap_err();
+    let err = client.spawn(bad, &[]).unwrap_err();
     assert!(err.contains("No such file"), "{err}");
     client.release(1).unwrap();
 }
@@ -112,8 +113,8 @@ fn a_new_daemon_adopts_what_the_last_one_left_and_hears_exits_it_missed() {
     let socket = d.path().join("h.sock");
     let (client, _, _exits) = connect(&socket);
     let (pty_pid, pty) =
-        client.spawn(sh(1, "stty -echo; read x; echo after-$x", Some((24, 80)))).unwrap();
-    let (_, pipes) = client.spawn(sh(2, "read x; exit 7", None)).unwrap();
+        client.spawn(sh(1, "stty -echo; read x; echo after-$x", Some((24, 80))), &[]).unwrap();
+    let (_, pipes) = client.spawn(sh(2, "read x; exit 7", None), &[]).unwrap();
     client.set_meta(1, "token=abc".into()).unwrap();
     // The second program ends around the time its daemon goes away.
     write(&pipes[0], "\n");
@@ -145,7 +146,7 @@ fn the_holder_ends_once_it_holds_nothing_and_no_daemon_is_there() {
     let socket = d.path().join("h.sock");
     let (client, _, exits) = connect(&socket);
     let mut heard = Heard::new();
-    let (_, fds) = client.spawn(sh(1, "exit 0", None)).unwrap();
+    let (_, fds) = client.spawn(sh(1, "exit 0", None), &[]).unwrap();
     exit_of(&exits, &mut heard, 1);
     drop(fds);
     // Still held until released, even with no daemon.
@@ -165,7 +166,7 @@ fn the_holder_ends_once_it_holds_nothing_and_no_daemon_is_there() {
 /// the daemon's connection still works.
 fn still_works(client: &Client, exits: &Exits, heard: &mut Heard, proc_id: u64) {
     let (_, fds) = client
-        .spawn(sh(proc_id, "exit 5", None))
+        .spawn(sh(proc_id, "exit 5", None), &[])
         .unwrap_or_else(|e| panic!("the attached daemon can no longer spawn: {e}"));
     assert_eq!(exit_of(exits, heard, proc_id), Exit { code: Some(5), signal: None });
     drop(fds);
@@ -211,7 +212,7 @@ fn a_deleted_socket_is_bound_again() {
     let d = dir();
     let socket = d.path().join("h.sock");
     let (client, _, _exits) = connect(&socket);
-    let (pid, fds) = client.spawn(sh(1, "read x; echo got-$x", None)).unwrap();
+    let (pid, fds) = client.spawn(sh(1, "read x; echo got-$x", None), &[]).unwrap();
     // Someone wipes the runtime directory; the daemon then goes.
     std::fs::remove_dir_all(d.path()).unwrap();
     drop(client);

@@ -124,6 +124,11 @@ pub struct Config {
     /// input states come from the text heuristic alone (how portald behaves
     /// where the kernel cannot be asked); tests use it to prove that path.
     pub kernel_input_state: bool,
+    /// Ring of each output stream in a program's journal: what was read
+    /// from a program but not yet logged when the daemon was killed comes
+    /// back from it, up to this many bytes per stream; more is a hole of
+    /// its exact size (see `proc::journal`).
+    pub journal_ring_bytes: u64,
     /// How this daemon was started, so a live upgrade can exec its
     /// successor the same way; `None` when it runs inside another program
     /// (tests), which cannot replace itself.
@@ -144,6 +149,15 @@ pub const DEFAULT_LOG_TOTAL: u64 = 4 << 30;
 
 /// Default wait ceiling (see [`Config::wait_ceiling`]).
 pub const DEFAULT_WAIT_CEILING: Duration = Duration::from_secs(50);
+
+/// Ring of each output stream of a program's journal by default: 256 KiB keeps a quarter of a
+/// second of a program printing flat out (about 1 GB/s through a pipe is
+/// the ceiling; a PTY is far slower), which covers a store that commits
+/// every few hundred milliseconds. What was read beyond it before a crash
+/// is recorded as a hole of its exact size. A memfd page stays resident
+/// once touched, so this is the memory a busy program costs (twice on
+/// pipes, stdout and stderr); a quiet one costs only what it printed.
+pub const DEFAULT_JOURNAL_RING_BYTES: u64 = 256 << 10;
 
 /// Default shutdown grace: long enough for shells and REPLs to exit cleanly.
 pub const DEFAULT_KILL_GRACE: Duration = Duration::from_secs(2);
@@ -167,6 +181,7 @@ impl Config {
             },
             fault_injection: false,
             kernel_input_state: cfg!(target_os = "linux"),
+            journal_ring_bytes: DEFAULT_JOURNAL_RING_BYTES,
             self_exec: None,
         }
     }

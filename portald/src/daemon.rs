@@ -348,16 +348,25 @@ impl Daemon {
         let pid = a.held.pid;
         let id = r.id;
         let (socket, holding) = (self.config.socket.clone(), Arc::clone(&self.holding));
-        let spawned = tokio::task::spawn_blocking(move || spawn::adopt(id, a, &socket, &holding))
-            .await
-            .map_err(|e| ProcError::Io {
-                id,
-                op: "adopt",
-                source: std::io::Error::other(e.to_string()),
-            })??;
-        // The log ends exactly where the last daemon's readers stopped: new
-        // output is what comes from here on.
+        let ends = r.ends;
+        let mut spawned =
+            tokio::task::spawn_blocking(move || spawn::adopt(id, a, &socket, &holding, ends))
+                .await
+                .map_err(|e| ProcError::Io {
+                    id,
+                    op: "adopt",
+                    source: std::io::Error::other(e.to_string()),
+                })??;
+        // The log ends where the last daemon committed; its journal says
+        // where the program really is. What lies between is logged from
+        // the journal (or marked lost with its size) before new output.
         let shared = shared_of(r, self.registry.changes());
+        if let Some(snap) = spawned.recovered.take()
+            && crate::proc::journal::continue_log(id, &snap, &shared, &self.store).await
+            && let Err(e) = self.store.flush().await
+        {
+            tracing::warn!(proc = %id, error = %e, "cannot commit what the last daemon read");
+        }
         let is_pty = matches!(spec.stdio, Stdio::Pty(_));
         if let Some(cursors) = carried.cursors {
             let ends = shared.ends();

@@ -59,6 +59,12 @@ struct Args {
     /// collects it)
     #[arg(long, hide = true)]
     man: bool,
+    /// Ring of each output stream in a program's journal: what was read
+    /// but not yet logged when portald was killed is recovered up to this
+    /// much per stream, the rest marked lost with its size (bytes, or with
+    /// K/M/G suffix)
+    #[arg(long, hide = true, env = "PORTAL_JOURNAL_RING", default_value = "256K", value_parser = parse_size)]
+    journal_ring: u64,
 }
 
 /// Parses `1048576`, `64K`, `512M`, `4G` (powers of 1024).
@@ -172,6 +178,7 @@ fn main() -> ExitCode {
     config.max_processes = args.max_processes;
     config.self_exec = portald::config::SelfExec::current();
     config.kill_grace = Duration::from_millis(args.kill_grace_ms);
+    config.journal_ring_bytes = args.journal_ring;
     config.retention = portald::Retention {
         per_process: args.max_log_per_process,
         total: args.max_log_total,

@@ -237,11 +237,13 @@ pub async fn serve(listener: Listener, shutdown: CancellationToken) -> anyhow::R
     // outlives this daemon; it is started here when none runs.
     let holder_socket = portal_holder::client::socket_beside(&socket);
     let holder_binary = config.holder.clone();
-    let (holding, leftovers) =
-        tokio::task::spawn_blocking(move || Holding::connect(&holder_socket, &holder_binary))
-            .await
-            .context("connecting to portal-holder")?
-            .map_err(|e| anyhow::anyhow!("{e}"))?;
+    let journal_ring = config.journal_ring_bytes;
+    let (holding, leftovers) = tokio::task::spawn_blocking(move || {
+        Holding::connect(&holder_socket, &holder_binary, journal_ring)
+    })
+    .await
+    .context("connecting to portal-holder")?
+    .map_err(|e| anyhow::anyhow!("{e}"))?;
     let holder_pid = holding.holder_pid();
     let last_seq = store.read(crate::store::last_agent_seq).await.unwrap_or(0);
     let (search, index_thread) = crate::search::SearchIndex::start(&store);

@@ -1095,10 +1095,13 @@ impl ProcActor {
         }
         let offset = self.shared.end[StreamId::Stdin.index()].load(Ordering::Acquire);
         self.mark_before_input();
-        if !self.input.send(data.clone()) {
+        let logged = if redact { Bytes::from(vec![b'*'; data.len()]) } else { data.clone() };
+        // In the journal before the rpc answers: accepted input is written
+        // to the program even if this daemon dies before it is.
+        if !self.input.accept(data, &logged, redact) {
             return Err(self.not_running());
         }
-        let mut rest = if redact { Bytes::from(vec![b'*'; data.len()]) } else { data };
+        let mut rest = logged;
         while !rest.is_empty() {
             let piece = rest.split_to(rest.len().min(MAX_RECORD_BYTES));
             self.record(StreamId::Stdin, piece, origin.clone()).await;
@@ -1118,7 +1121,7 @@ impl ProcActor {
         }
         if matches!(self.facts.spec.stdio, Stdio::Pty(_)) {
             let eof = Bytes::from_static(b"\x04");
-            if self.input.send(eof.clone()) {
+            if self.input.accept(eof.clone(), &eof, false) {
                 self.record(StreamId::Stdin, eof, None).await;
             }
         }

@@ -71,6 +71,8 @@ pub(crate) struct Holding {
     /// daemon.
     detach: OwnedFd,
     detaching: AtomicBool,
+    /// Ring size of each new program's journal (output streams).
+    journal_ring: u64,
 }
 
 impl std::fmt::Debug for Holding {
@@ -145,6 +147,7 @@ impl Holding {
     pub(crate) fn connect(
         socket: &Path,
         binary: &Path,
+        journal_ring: u64,
     ) -> Result<(Arc<Self>, Vec<Adoptable>), HolderError> {
         let book = Arc::new(Mutex::new(Book::default()));
         let (client, held) = Client::connect(socket, binary, hearer(Arc::clone(&book), 0))?;
@@ -159,6 +162,7 @@ impl Holding {
             book,
             detach,
             detaching,
+            journal_ring,
         };
         Ok((Arc::new(holding), held))
     }
@@ -204,11 +208,20 @@ impl Holding {
         self.client().pid()
     }
 
+    /// Ring size of each new program's journal (output streams).
+    pub(crate) fn journal_ring(&self) -> u64 {
+        self.journal_ring
+    }
+
     /// Starts a program (blocking until the holder answered), through a new
-    /// holder if the last one died.
-    pub(crate) fn spawn(&self, spec: wire::Spawn) -> Result<(u32, Vec<OwnedFd>), String> {
+    /// holder if the last one died; the holder keeps `journal` with it.
+    pub(crate) fn spawn(
+        &self,
+        spec: wire::Spawn,
+        journal: &[BorrowedFd<'_>],
+    ) -> Result<(u32, Vec<OwnedFd>), String> {
         let id = ProcId(spec.proc_id);
-        let (pid, fds) = self.live_client()?.spawn(spec)?;
+        let (pid, fds) = self.live_client()?.spawn(spec, journal)?;
         let mut b = lock(&self.book);
         if !b.early.contains_key(&id) {
             b.pids.insert(id, pid);

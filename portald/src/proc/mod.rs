@@ -12,6 +12,7 @@ pub(crate) mod actor;
 pub(crate) mod handover;
 pub(crate) mod holding;
 pub(crate) mod input;
+pub(crate) mod journal;
 pub(crate) mod keys;
 pub(crate) mod probe;
 pub(crate) mod signal;

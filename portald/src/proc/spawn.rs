@@ -14,6 +14,11 @@
 //!   drops its sender or input is closed.
 //!
 //! The exit comes from the holder, the program's parent ([`Holding`]).
+//!
+//! Each program has a [`Journal`] the holder keeps beside it: readers
+//! record what they read in it before handing it on, and input is recorded
+//! as accepted before its rpc answers and as delivered once written, so a
+//! daemon killed with SIGKILL leaves its successor an exact account.
 
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
@@ -29,6 +34,7 @@ use portal_holder::wire;
 use tokio::sync::{mpsc, oneshot};
 
 use super::holding::Holding;
+use super::journal::{self, Journal, Snapshot, Undelivered};
 use super::probe::InputTarget;
 use super::{EnvFrom, ProcError, ProcId, ProcSpec, Stdio, StreamId, TermSize};
 use crate::config::{OUTPUT_QUEUE_CHUNKS, READ_CHUNK_BYTES};
@@ -76,6 +82,9 @@ pub(crate) struct Spawned {
     pub(crate) lineage: sys::Lineage,
     /// The holder, told when the program's end is recorded.
     pub(crate) holding: Arc<Holding>,
+    /// At an adoption: what the journal held before this daemon's readers
+    /// started, to continue the log from where the program really is.
+    pub(crate) recovered: Option<Snapshot>,
 }
 
 /// The primary side of a program's PTY (the holder keeps another copy).
@@ -115,7 +124,12 @@ impl std::fmt::Debug for Spawned {
 }
 
 enum InputMsg {
-    Data(Bytes),
+    /// Bytes to write; `journaled` when they count as accepted input (not
+    /// a terminal's reply), whose delivery the journal records.
+    Data {
+        data: Bytes,
+        journaled: bool,
+    },
     /// Pause before the next write (between a prompt and its Enter).
     Gap(std::time::Duration),
     Close,
@@ -131,16 +145,23 @@ pub(crate) struct InputWriter {
     pending: Arc<AtomicUsize>,
     /// Fires when the writer thread has ended.
     finished: Option<oneshot::Receiver<()>>,
+    /// Where accepted input is recorded.
+    journal: Option<Arc<Journal>>,
 }
 
 /// Queues bytes for the writer thread, counting them as unread (for this
 /// process and in total) until it has written them. `false` when the
 /// writer thread is gone (the count is undone).
-fn enqueue(tx: &std::sync::mpsc::Sender<InputMsg>, pending: &AtomicUsize, data: Bytes) -> bool {
+fn enqueue(
+    tx: &std::sync::mpsc::Sender<InputMsg>,
+    pending: &AtomicUsize,
+    data: Bytes,
+    journaled: bool,
+) -> bool {
     let len = data.len();
     pending.fetch_add(len, Ordering::AcqRel);
     UNREAD_INPUT.fetch_add(len, Ordering::AcqRel);
-    if tx.send(InputMsg::Data(data)).is_err() {
+    if tx.send(InputMsg::Data { data, journaled }).is_err() {
         pending.fetch_sub(len, Ordering::AcqRel);
         UNREAD_INPUT.fetch_sub(len, Ordering::AcqRel);
         return false;
@@ -158,7 +179,7 @@ impl InputWriter {
         let tx = self.tx.clone()?;
         let pending = Arc::clone(&self.pending);
         Some(Box::new(move |data: Vec<u8>| {
-            enqueue(&tx, &pending, Bytes::from(data));
+            enqueue(&tx, &pending, Bytes::from(data), false);
         }))
     }
 
@@ -167,10 +188,33 @@ impl InputWriter {
         self.pending.load(Ordering::Acquire)
     }
 
-    /// Queues bytes. `false` when the writer thread is gone.
-    pub(crate) fn send(&self, data: Bytes) -> bool {
+    /// Accepts input: recorded in the journal as `logged` (what the log
+    /// shows of it: a secret masked, and then never written again after a
+    /// crash), then queued. `false` when the writer thread is gone.
+    pub(crate) fn accept(&self, data: Bytes, logged: &[u8], secret: bool) -> bool {
         let Some(tx) = &self.tx else { return false };
-        enqueue(tx, &self.pending, data)
+        if let Some(j) = &self.journal {
+            let end = j.accept(logged);
+            if secret {
+                j.secret_until(end);
+            }
+        }
+        let len = data.len();
+        if enqueue(tx, &self.pending, data, true) {
+            return true;
+        }
+        // Never written and never to be: accounted, so no later daemon
+        // writes it.
+        if let Some(j) = &self.journal {
+            j.delivered(len);
+        }
+        false
+    }
+
+    /// Queues input an earlier daemon accepted and never wrote.
+    fn redeliver(&self, data: Bytes) -> bool {
+        let Some(tx) = &self.tx else { return false };
+        enqueue(tx, &self.pending, data, true)
     }
 
     /// Queues a pause before the next write.
@@ -330,18 +374,21 @@ pub(crate) fn spawn(
         },
         meta: serde_json::json!({ "token": token }).to_string(),
     };
+    let journal =
+        journal::create_or_warn(holding.journal_ring(), matches!(spec.stdio, Stdio::Pty(_)))
+            .map(Arc::new);
     let asked = std::time::Instant::now();
     let (pid, fds) = holding
-        .spawn(request)
+        .spawn(request, &journal.as_ref().map(|j| j.fds()).unwrap_or_default())
         .map_err(|reason| ProcError::Spawn { program: spec.command.clone(), reason })?;
     tracing::debug!(proc = %id, holder_ms = asked.elapsed().as_secs_f64() * 1e3, "portal-holder started the program");
     let lineage = lineage_of(env, holding);
     let started = match spec.stdio {
-        Stdio::Pty(_) => bridge_pty(id, fds, holding),
-        Stdio::Pipes => bridge_pipes(id, fds, holding),
+        Stdio::Pty(_) => bridge_pty(id, fds, holding, journal),
+        Stdio::Pipes => bridge_pipes(id, fds, holding, journal),
     };
     match started {
-        Ok(bridged) => Ok(bridged.into_spawned(pid, lineage, holding)),
+        Ok(bridged) => Ok(bridged.into_spawned(pid, lineage, holding, None)),
         Err(e) => {
             // Nothing was reparented yet: the tree alone finds everything;
             // the holder reaps it and lets it go.
@@ -367,7 +414,13 @@ struct Bridged {
 }
 
 impl Bridged {
-    fn into_spawned(self, pid: u32, lineage: sys::Lineage, holding: &Arc<Holding>) -> Spawned {
+    fn into_spawned(
+        self,
+        pid: u32,
+        lineage: sys::Lineage,
+        holding: &Arc<Holding>,
+        recovered: Option<Snapshot>,
+    ) -> Spawned {
         Spawned {
             pid,
             output: self.output,
@@ -378,6 +431,7 @@ impl Bridged {
             input_target: self.input_target,
             lineage,
             holding: Arc::clone(holding),
+            recovered,
         }
     }
 }
@@ -387,6 +441,7 @@ fn bridge_pty(
     id: ProcId,
     mut fds: Vec<OwnedFd>,
     holding: &Arc<Holding>,
+    journal: Option<Arc<Journal>>,
 ) -> Result<Bridged, ProcError> {
     let Some(primary) = fds.pop().filter(|_| fds.is_empty()) else {
         return Err(ProcError::Io {
@@ -404,9 +459,9 @@ fn bridge_pty(
     let writer =
         primary.0.try_clone().map(std::fs::File::from).map_err(io_err(id, "dup PTY primary"))?;
     let (out_tx, output) = mpsc::channel(OUTPUT_QUEUE_CHUNKS);
-    start_reader(id, "out", StreamId::Stdout, reader, out_tx, Arc::clone(holding))
+    start_reader(id, "out", StreamId::Stdout, reader, out_tx, Arc::clone(holding), journal.clone())
         .map_err(io_err(id, "start I/O threads"))?;
-    let input = start_writer(id, writer, None).map_err(io_err(id, "start I/O threads"))?;
+    let input = start_writer(id, writer, None, journal).map_err(io_err(id, "start I/O threads"))?;
     let input_target = primary.tty_rdev().map(|rdev| InputTarget::Tty { rdev });
     Ok(Bridged { output, streams: 1, input, primary: Some(primary), input_target, id })
 }
@@ -417,6 +472,7 @@ fn bridge_pipes(
     id: ProcId,
     fds: Vec<OwnedFd>,
     holding: &Arc<Holding>,
+    journal: Option<Arc<Journal>>,
 ) -> Result<Bridged, ProcError> {
     let mut fds = fds.into_iter();
     let (stdin, stdout, stderr) = match (fds.next(), fds.next(), fds.next(), fds.next()) {
@@ -432,21 +488,26 @@ fn bridge_pipes(
     };
     let (out_tx, output) = mpsc::channel(OUTPUT_QUEUE_CHUNKS);
     let file = std::fs::File::from;
-    start_reader(id, "out", StreamId::Stdout, file(stdout), out_tx.clone(), Arc::clone(holding))
+    let h = || Arc::clone(holding);
+    start_reader(id, "out", StreamId::Stdout, file(stdout), out_tx.clone(), h(), journal.clone())
         .and_then(|()| {
-            start_reader(id, "err", StreamId::Stderr, file(stderr), out_tx, Arc::clone(holding))
+            start_reader(id, "err", StreamId::Stderr, file(stderr), out_tx, h(), journal.clone())
         })
         .map_err(io_err(id, "start I/O threads"))?;
     let Some(stdin) = stdin else {
-        let input =
-            InputWriter { tx: None, pending: Arc::new(AtomicUsize::new(0)), finished: None };
+        let input = InputWriter {
+            tx: None,
+            pending: Arc::new(AtomicUsize::new(0)),
+            finished: None,
+            journal,
+        };
         return Ok(Bridged { output, streams: 2, input, primary: None, input_target: None, id });
     };
     let input_target = std::fs::File::from(stdin.try_clone().map_err(io_err(id, "dup input"))?)
         .metadata()
         .ok()
         .map(|m| InputTarget::Pipe { ino: m.ino() });
-    let input = start_writer(id, std::fs::File::from(stdin), Some(Arc::clone(holding)))
+    let input = start_writer(id, std::fs::File::from(stdin), Some(Arc::clone(holding)), journal)
         .map_err(io_err(id, "start I/O threads"))?;
     Ok(Bridged { output, streams: 2, input, primary: None, input_target, id })
 }
@@ -455,13 +516,39 @@ fn bridge_pipes(
 /// threads on the descriptors the holder kept. Its output continues from
 /// what the kernel buffered meanwhile (the program blocked when that was
 /// full); an exit that came while no daemon ran is its exit.
+///
+/// Its journal is read before any reader starts: the snapshot goes back
+/// with it (`recovered`) so the log, which ends at `ends`, can take what
+/// the last daemon read and never committed; input it accepted and never
+/// wrote is written first, or said lost with its size.
 pub(crate) fn adopt(
     id: ProcId,
     adoptable: portal_holder::client::Adoptable,
     socket: &Path,
     holding: &Arc<Holding>,
+    ends: [u64; 3],
 ) -> Result<Spawned, ProcError> {
     let held = adoptable.held;
+    let journal = Some(adoptable.journal).filter(|fds| !fds.is_empty()).and_then(|fds| {
+        Journal::open(fds, held.pty)
+            .map_err(|e| tracing::warn!(proc = %id, error = %e, "cannot read the program's journal; what the last daemon read and did not log is lost"))
+            .ok()
+    });
+    let recovered = journal.as_ref().and_then(|j| {
+        let snap = j
+            .snapshot()
+            .map_err(|e| tracing::warn!(proc = %id, error = %e, "cannot read the program's journal; what the last daemon read and did not log is lost"))
+            .ok()?;
+        for s in StreamId::ALL {
+            if snap.streams[s.index()].total < ends[s.index()] {
+                // A log ahead of its journal (it cannot happen unless the
+                // journal was lost): the log's offsets win.
+                j.restart_at(s, ends[s.index()]);
+            }
+        }
+        Some(snap)
+    });
+    let journal = journal.map(Arc::new);
     holding.adopted(id, held.pid, held.exit.map(ExitInfo::from));
     // What every descendant carries, as the spawn wrote it.
     let env: BTreeMap<std::ffi::OsString, std::ffi::OsString> = [
@@ -472,11 +559,34 @@ pub(crate) fn adopt(
     .collect();
     let lineage = lineage_of(&env, holding);
     let bridged = if held.pty {
-        bridge_pty(id, adoptable.fds, holding)?
+        bridge_pty(id, adoptable.fds, holding, journal.clone())?
     } else {
-        bridge_pipes(id, adoptable.fds, holding)?
+        bridge_pipes(id, adoptable.fds, holding, journal.clone())?
     };
-    Ok(bridged.into_spawned(held.pid, lineage, holding))
+    if let (Some(snap), Some(j)) = (&recovered, &journal) {
+        owe_input(id, snap, j, &bridged.input);
+    }
+    Ok(bridged.into_spawned(held.pid, lineage, holding, recovered))
+}
+
+/// Writes the input the last daemon accepted and never wrote, before
+/// anything new; what cannot be written (gone from the ring, secret, or
+/// input closed) is said lost with its size and accounted.
+fn owe_input(id: ProcId, snap: &Snapshot, journal: &Journal, input: &InputWriter) {
+    let lost = match journal::undelivered(snap) {
+        Undelivered::None => return,
+        Undelivered::Deliver(bytes) => {
+            let n = bytes.len();
+            if input.redeliver(Bytes::from(bytes)) {
+                tracing::info!(proc = %id, bytes = n, "writing input the last daemon accepted and never wrote");
+                return;
+            }
+            n as u64
+        }
+        Undelivered::Lost(n) => n,
+    };
+    tracing::warn!(proc = %id, bytes = lost, "input the last daemon accepted was never written to the program and cannot be: it is lost");
+    journal.delivered(usize::try_from(lost).unwrap_or(usize::MAX));
 }
 
 /// What the child's descendants carry, told which pids are managed
@@ -516,6 +626,7 @@ fn start_reader(
     mut src: std::fs::File,
     tx: mpsc::Sender<OutputEvent>,
     holding: Arc<Holding>,
+    journal: Option<Arc<Journal>>,
 ) -> std::io::Result<()> {
     use std::os::fd::AsFd as _;
     thread(format!("{tag}-{id}")).spawn(move || {
@@ -530,10 +641,19 @@ fn start_reader(
             }
             let mut n = 0;
             loop {
-                match src.read(&mut buf[n..]) {
+                // Through the journal the kernel moves the bytes into the
+                // program's output log before anything reads them, so a
+                // daemon killed at any instant leaves them all counted.
+                let got = match &journal {
+                    Some(j) => j.take(stream, src.as_fd(), &mut buf[n..]),
+                    None => src.read(&mut buf[n..]),
+                };
+                match got {
                     Ok(0) => eof = true,
                     Ok(got) => n += got,
                     Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                    // Nothing there after all (another reader of the terminal).
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
                     // EIO from a PTY whose secondary side is closed is end of output.
                     Err(_) => eof = true,
                 }
@@ -570,20 +690,26 @@ fn start_writer(
     id: ProcId,
     mut dst: impl Write + Send + 'static,
     holding: Option<Arc<Holding>>,
+    journal: Option<Arc<Journal>>,
 ) -> std::io::Result<InputWriter> {
+    let delivered = journal.clone();
     let (tx, rx) = std::sync::mpsc::channel::<InputMsg>();
     let (finished_tx, finished) = oneshot::channel();
     let pending = Arc::new(AtomicUsize::new(0));
     let counter = Arc::clone(&pending);
     thread(format!("in-{id}")).spawn(move || {
+        let journal_of = |journaled: bool| delivered.as_deref().filter(|_| journaled);
         let mut broken = false;
         let mut detached = false;
         while let Ok(msg) = rx.recv() {
             match msg {
-                InputMsg::Data(data) => {
+                InputMsg::Data { data, journaled } => {
+                    let j = journal_of(journaled);
                     // After a failed write (the program closed its input or
                     // exited) the rest is discarded, but still accounted.
-                    if !broken && dst.write_all(&data).and_then(|()| dst.flush()).is_err() {
+                    if broken {
+                        j.inspect(|j| j.delivered(data.len()));
+                    } else if write_input(&mut dst, &data, j).is_err() {
                         broken = true;
                     }
                     counter.fetch_sub(data.len(), Ordering::AcqRel);
@@ -605,7 +731,8 @@ fn start_writer(
         // (A send racing with the end of this thread fails and undoes its
         // own count.)
         while let Ok(msg) = rx.try_recv() {
-            if let InputMsg::Data(data) = msg {
+            if let InputMsg::Data { data, journaled } = msg {
+                journal_of(journaled).inspect(|j| j.delivered(data.len()));
                 counter.fetch_sub(data.len(), Ordering::AcqRel);
                 UNREAD_INPUT.fetch_sub(data.len(), Ordering::AcqRel);
             }
@@ -622,7 +749,37 @@ fn start_writer(
         // Nobody may wait for it (no handover).
         let _ = finished_tx.send(());
     })?;
-    Ok(InputWriter { tx: Some(tx), pending, finished: Some(finished) })
+    Ok(InputWriter { tx: Some(tx), pending, finished: Some(finished), journal })
+}
+
+/// Writes one piece of input, telling the journal of every part the
+/// program's descriptor took (a write cut short by a handover or a crash
+/// is written again from exactly where it stopped), and of the rest when
+/// the descriptor refuses it for good.
+fn write_input(
+    dst: &mut impl Write,
+    data: &[u8],
+    journal: Option<&Journal>,
+) -> std::io::Result<()> {
+    let mut rest = data;
+    while !rest.is_empty() {
+        match dst.write(rest) {
+            Ok(0) => {
+                journal.inspect(|j| j.delivered(rest.len()));
+                return Err(std::io::ErrorKind::WriteZero.into());
+            }
+            Ok(n) => {
+                journal.inspect(|j| j.delivered(n));
+                rest = &rest[n..];
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => {
+                journal.inspect(|j| j.delivered(rest.len()));
+                return Err(e);
+            }
+        }
+    }
+    dst.flush()
 }
 
 #[cfg(test)]

@@ -39,8 +39,14 @@ pub(crate) fn cli_binary() -> PathBuf {
 
 /// As [`spawn_daemon`], running `binary` (a copy of `portald` elsewhere).
 pub(crate) fn spawn_daemon_from(dir: &Path, binary: &Path) -> Daemon {
+    spawn_daemon_with(dir, binary, &[])
+}
+
+/// As [`spawn_daemon_from`], with `envs` in the daemon's environment.
+pub(crate) fn spawn_daemon_with(dir: &Path, binary: &Path, envs: &[(&str, &str)]) -> Daemon {
     let socket = dir.join("s").join("portald.sock");
     let mut child = Command::new(binary)
+        .envs(envs.iter().copied())
         .env("PORTAL_HOLDER", holder_binary())
         .arg("--socket")
         .arg(&socket)
