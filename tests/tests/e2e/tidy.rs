@@ -79,8 +79,8 @@ fn imported_modules(text: &str) -> std::collections::BTreeSet<String> {
 /// The daemon's modules by layer, from the bottom (ARCHITECTURE.md's code
 /// map lists them in this order).
 const DAEMON_LAYERS: &[&[&str]] = &[
-    &["domain", "config", "sys", "ansi", "osc", "profiles", "marks", "instance"],
-    &["screen", "store"],
+    &["domain", "config", "sys", "ansi", "osc", "profiles", "marks"],
+    &["screen", "store", "instance"],
     &["agents", "doctor", "search", "upgrade"],
     &["proc"],
     &["error", "reads", "registry", "sends"],
