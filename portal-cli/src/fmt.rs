@@ -131,7 +131,7 @@ pub(crate) fn process_json(p: &pb::Process) -> Value {
             };
             (
                 name.to_owned(),
-                json!({"bytes": s.end_offset, "history_start": s.start_offset, "chunks": s.chunks}),
+                json!({"bytes": s.end_offset, "history_start": s.start_offset, "chunks": s.chunks, "lost_bytes": s.lost_bytes}),
             )
         })
         .collect();

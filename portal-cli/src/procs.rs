@@ -564,7 +564,12 @@ pub(crate) async fn inspect(client: &Client, proc: &str, out: JsonFlag) -> Outco
         } else {
             String::new()
         };
-        println!("  {name:<8} {} bytes in {} chunks{kept}", s.end_offset, s.chunks);
+        let lost = if s.lost_bytes > 0 {
+            format!(", {} bytes lost (reads mark where)", s.lost_bytes)
+        } else {
+            String::new()
+        };
+        println!("  {name:<8} {} bytes in {} chunks{kept}{lost}", s.end_offset, s.chunks);
     }
     Ok(())
 }

@@ -64,6 +64,9 @@ pub(crate) struct ProcessInfo {
     /// Bytes written to its input.
     #[serde(skip_serializing_if = "is_zero")]
     pub(crate) stdin_bytes: u64,
+    /// Bytes its log lost (reads mark where).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub(crate) lost_bytes: u64,
     /// Records in its log (chunks of input and output): for the text only.
     #[serde(skip)]
     #[schemars(skip)]
@@ -139,6 +142,7 @@ impl From<&pb::Process> for ProcessInfo {
             stdout_bytes: bytes(pb::Stream::Stdout),
             stderr_bytes: bytes(pb::Stream::Stderr),
             stdin_bytes: bytes(pb::Stream::Stdin),
+            lost_bytes: p.streams.iter().map(|s| s.lost_bytes).sum(),
             io_count: p.streams.iter().map(|s| s.chunks).sum(),
             awaiting_secret: p.awaiting_secret,
             input_state: if p.status() == pb::Status::Running {
@@ -526,6 +530,9 @@ pub(crate) fn inspect_text(p: &ProcessInfo) -> String {
         "  Output:     stdout={} bytes, stderr={} bytes, stdin={} bytes ({} records)",
         p.stdout_bytes, p.stderr_bytes, p.stdin_bytes, p.io_count
     );
+    if p.lost_bytes > 0 {
+        let _ = write!(out, "; {} bytes lost (reads mark where)", p.lost_bytes);
+    }
     out
 }
 

@@ -354,7 +354,7 @@ fn mark_holes(records: &mut Vec<OutRecord>, lost: &[(StreamId, u64, u64)]) {
             length: 0,
             ts_ns: 0,
             data: Bytes::from(format!(
-                "[{length} bytes of output lost here: they could not be stored]\n"
+                "[{length} bytes of output lost here: they never reached the log (a full disk, or portald killed)]\n"
             )),
             origin: None,
         };
@@ -779,7 +779,7 @@ mod tests {
             records.iter().map(|r| String::from_utf8_lossy(&r.data).into_owned()).collect();
         assert_eq!(
             text,
-            "before\n[100 bytes of output lost here: they could not be stored]\nafter\n"
+            "before\n[100 bytes of output lost here: they never reached the log (a full disk, or portald killed)]\nafter\n"
         );
         // Lost at the end too; a page cut by its budget is not a hole.
         let lost = holes(&pieces, &[StreamId::Stdout], [0; 3], [0, 150, 0], Keep::Head, false);

@@ -155,6 +155,13 @@ async fn flood_kill_and_read(ring: &str) -> (u64, u64) {
     let on_pipe = read_all(&mut rpc, pipe.id, pb::Stream::Stdout).await;
     let lost_pty = accounts_exactly(&on_pty, &seq_output("\r\n"), "the PTY's output");
     let lost_pipe = accounts_exactly(&on_pipe, &seq_output("\n"), "the pipe's output");
+    // Inspect counts the same holes, byte for byte.
+    for (p, lost) in [(&pty, lost_pty), (&pipe, lost_pipe)] {
+        let seen =
+            rpc.inspect(pb::InspectRequest { proc: by_id(p.id) }).await.unwrap().into_inner();
+        let stdout = seen.streams.iter().find(|s| s.stream() == pb::Stream::Stdout).unwrap();
+        assert_eq!(stdout.lost_bytes, lost, "inspect's lost bytes of process {}", p.id);
+    }
     assert!(unsafe_free_kill(second.child.id(), "TERM"));
     assert!(wait_child(second.child).await.success());
     (lost_pty, lost_pipe)

@@ -594,6 +594,7 @@ pub(crate) fn process_pb(h: &ProcHandle, fresh: Option<InputReport>) -> pb::Proc
             end_offset: h.shared.end[s.index()].load(Ordering::Acquire),
             start_offset: h.shared.start[s.index()].load(Ordering::Acquire),
             chunks: h.shared.chunks[s.index()].load(Ordering::Acquire),
+            lost_bytes: 0,
         })
         .collect();
     pb::Process {

@@ -131,7 +131,30 @@ impl Portal for PortalService {
         let handle = self.daemon.get(&convert::target(req.get_ref().proc.as_ref())?)?;
         self.daemon.durable().await;
         let fresh = handle.input_state().await;
-        ok(convert::process_pb(&handle, fresh))
+        let mut process = convert::process_pb(&handle, fresh);
+        // Holes are rare and counting them reads the process's chunk
+        // index, so only Inspect asks (List stays a memory read).
+        let id = handle.id();
+        let spans: Vec<_> = process
+            .streams
+            .iter()
+            .filter_map(|s| Some((convert::stream(s.stream).ok()?, s.start_offset)))
+            .collect();
+        let stored = self
+            .daemon
+            .store
+            .read(move |c| crate::store::stored_bytes(c, id, &spans))
+            .await
+            .map_err(DaemonError::from)?;
+        // A running program's newest output may not be committed yet: only
+        // what lies below the last stored byte counts. An ended one's end
+        // is committed, so a hole at its very end counts too.
+        let ended = process.status != pb::Status::Running as i32;
+        for (s, (kept, logged_end)) in process.streams.iter_mut().zip(stored) {
+            let end = if ended { s.end_offset } else { logged_end.min(s.end_offset) };
+            s.lost_bytes = end.saturating_sub(s.start_offset).saturating_sub(kept);
+        }
+        ok(process)
     }
 
     async fn read(&self, req: Request<pb::ReadRequest>) -> Reply<pb::ReadResponse> {

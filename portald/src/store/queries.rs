@@ -137,6 +137,29 @@ pub(crate) fn last_agent_seq(conn: &Connection) -> Result<u64, StoreError> {
     Ok(u64::try_from(v).unwrap_or(0))
 }
 
+/// What the log holds of each stream's retained history from `start`: the
+/// bytes stored, and the end of the last stored chunk (0 when none).
+pub(crate) fn stored_bytes(
+    conn: &Connection,
+    id: ProcId,
+    spans: &[(StreamId, u64)],
+) -> Result<Vec<(u64, u64)>, StoreError> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT coalesce(sum(length(data)), 0), coalesce(max(off + length(data)), 0)
+         FROM chunks WHERE proc_id = ?1 AND stream = ?2 AND off >= ?3",
+    )?;
+    spans
+        .iter()
+        .map(|(stream, start)| {
+            let (stored, end): (i64, i64) = stmt.query_row(
+                params![to_i64(id.0), to_i64(stream.index() as u64), to_i64(*start)],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )?;
+            Ok((u64::try_from(stored).unwrap_or(0), u64::try_from(end).unwrap_or(0)))
+        })
+        .collect()
+}
+
 /// A process's recorded resizes, oldest first.
 pub(crate) fn resizes(conn: &Connection, id: ProcId) -> Result<Vec<Resize>, StoreError> {
     let mut stmt = conn.prepare_cached(
