@@ -925,7 +925,7 @@ impl ProcActor {
             tracing::warn!(
                 proc = %id,
                 unwritten = self.input.pending(),
-                "the program did not read its input during the handover; what it has not read is dropped"
+                "the program did not read its input during the handover; the next daemon writes what the journal keeps of it"
             );
         }
         // The screen is not carried: the holder's welcome to the next daemon
