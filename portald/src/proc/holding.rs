@@ -39,6 +39,9 @@ struct Book {
     generation: u64,
     /// The current connection ended (the holder died).
     gone: bool,
+    /// The daemon hands its programs over: the connection's end is the
+    /// exec's, and the holder keeps them for the next daemon.
+    handing_over: bool,
 }
 
 /// What an awaited exit is answered with when the holder died: the program
@@ -118,8 +121,9 @@ fn hearer(book: Arc<Mutex<Book>>, generation: u64) -> portal_holder::client::OnN
 /// The holder of `generation` is gone: every program it held died with it.
 fn holder_gone(book: &Mutex<Book>, generation: u64) {
     let mut b = lock(book);
-    // Each connection ends once; an older one's end is stale.
-    if b.generation != generation {
+    // Each connection ends once; an older one's end is stale. At a
+    // handover it is this daemon that lets go, not the holder that died.
+    if b.generation != generation || b.handing_over {
         return;
     }
     b.gone = true;
@@ -270,6 +274,7 @@ impl Holding {
     /// and closing input no longer closes the holder's copy.
     pub(crate) fn detach_all(&self) {
         self.detaching.store(true, Ordering::Release);
+        lock(&self.book).handing_over = true;
         if let Err(e) = rustix::io::write(&self.detach, &1u64.to_ne_bytes()) {
             tracing::error!(error = %e, "cannot signal the reader threads to detach");
         }
