@@ -191,6 +191,15 @@ pub(crate) async fn dash(client: &Client, args: DashArgs) -> Outcome {
                             // Keystrokes go to the program until Ctrl-]:
                             // crossterm's reader must not take them.
                             drop(keys);
+                            // Dropping the stream wakes crossterm's poll; with
+                            // no poll under way the wake stays pending, and
+                            // the next poll that sees it beside a keystroke
+                            // returns on the wake and loses the keystroke's
+                            // readiness for good (the terminal is watched
+                            // edge-triggered): the first key after a session
+                            // never arrived. Taken now, the wake is gone
+                            // before anyone types.
+                            let _ = crossterm::event::poll(std::time::Duration::ZERO);
                             screen.suspend();
                             dash.attach(id).await;
                             screen.resume()?;
