@@ -132,6 +132,10 @@ async fn agents_are_rebuilt_from_the_log_after_portald_is_killed() {
     );
     let p = start_pty(&mut rpc, "sh", &["-c", &script], 24, 80).await;
     reach(&mut rpc, p.id, pb::AgentState::AwaitingInput).await;
+    // A transition still queued for the log when the daemon dies is lost
+    // with it (the crash-loss bound); a list passes the store's commit
+    // barrier, so what the test saw is in the log before the kill.
+    rpc.list(pb::ListRequest {}).await.unwrap();
     portald.kill_9().await;
 
     let (portald, client) = Portald::start(dir.path()).await;
@@ -197,6 +201,10 @@ async fn a_state_changed_after_an_upgrade_wins_over_the_handover_after_a_crash()
     // The agent moves on under the new daemon, which is then killed.
     write(&mut rpc, p.id, b"\r").await;
     reach(&mut rpc, p.id, pb::AgentState::AwaitingInput).await;
+    // A transition still queued for the log when the daemon dies is lost
+    // with it (the crash-loss bound); a list passes the store's commit
+    // barrier, so what the test saw is in the log before the kill.
+    rpc.list(pb::ListRequest {}).await.unwrap();
     portald.kill_9().await;
 
     let (portald, client) = Portald::start(dir.path()).await;
