@@ -82,7 +82,7 @@ pub(crate) const AGENT_SWEEP: Duration = Duration::from_millis(500);
 pub(crate) const DEFAULT_ROWS: u16 = 24;
 /// Default terminal width.
 pub(crate) const DEFAULT_COLS: u16 = 80;
-/// Smallest accepted dimension: vt100 and many programs misbehave below 2.
+/// Smallest accepted dimension: terminal models and many programs misbehave below 2.
 pub(crate) const MIN_TERM_DIM: u16 = 2;
 /// Largest accepted dimension: bigger screens are not a terminal anyone can
 /// show, and each cell costs memory in the screen model.

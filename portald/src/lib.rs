@@ -18,7 +18,7 @@
 //! - `proc`: one actor per managed process (`proc::actor`), spawning and
 //!   I/O threads (`proc::spawn`), signals.
 //! - `reads`: paged reads and follow streams.
-//! - `screen`: the vt100 screen on its own thread. `ansi`: text rendering.
+//! - `screen`: the terminal screen on its own thread. `ansi`: text rendering.
 //! - `store`: the SQLite writer thread, schema and range reads.
 //! - `search`: the full-text index of the log, its thread and searches.
 //! - `sys`: every `unsafe` libc call.
