@@ -255,8 +255,10 @@ async fn escape_sequences_render_as_tmux_does() {
         assert_eq!(end.exit_code, Some(0), "{}: the feeding program failed", c.name);
         let logged = read_all(&mut rpc, id, pb::Stream::Stdout, pb::Encoding::Raw).await;
         assert_eq!(logged, c.bytes, "{}: Portal logged other bytes than the case's", c.name);
-        let snap = screen(&mut rpc, id).await;
-        assert_eq!(snap.offset, logged.len() as u64, "{}: the screen lags the log", c.name);
+        let len = logged.len() as u64;
+        let snap =
+            wait_screen(&mut rpc, id, "the screen to render every byte", |s| s.offset >= len).await;
+        assert_eq!(snap.offset, len, "{}: the screen is past the log", c.name);
         let r = reference.render(c.rows, c.cols, &logged).await;
         show(c.name, &r);
         results.push((c.name, compare(c.name, c.cols, &snap, &r)));
