@@ -75,7 +75,9 @@ fn battery(tabs4: &[u8]) -> Vec<Case> {
         small("wide-at-last-column-wraps-small", format!("{}中|", digits(19))),
         // Insert mode.
         case("insert-mode", "abcdef\r\x1b[4hXY\x1b[4lZ"),
-        small("insert-at-right-margin", "abcdefghijklmnopqrs\x1b[4h\x1b[1;19HXY\x1b[4l"),
+        // A full row: what is pushed past the margin is lost (overwriting
+        // would keep the `t`).
+        small("insert-at-right-margin", "abcdefghijklmnopqrst\x1b[4h\x1b[1;18HXY\x1b[4l"),
         // Tab stops.
         case("tabs-default", "a\tb\tc\r\n\t\t\t\t\t\t\t\t\t\t\t|"),
         case(
