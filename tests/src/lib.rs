@@ -8,6 +8,7 @@
 
 pub mod fake_models;
 pub mod sshd;
+pub mod tmux;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;

@@ -20,6 +20,7 @@ mod real_agents;
 mod registry;
 mod restarts;
 mod screen;
+mod screen_diff;
 mod security;
 mod tidy;
 mod waits;
