@@ -356,6 +356,23 @@ async fn terminal_queries_are_answered() {
     d.stop().await;
 }
 
+/// Claude Code's probe: OSC 7501 `?` then a DA query. A terminal that takes
+/// status reports echoes the probe before the DA answer; after it means no.
+#[tokio::test]
+async fn the_status_probe_is_answered_before_the_device_attributes() {
+    let d = TestDaemon::start().await;
+    let mut rpc = d.rpc();
+    let script = r#"printf '\e]7501;?\a\e[c'; read -rs -d c got; echo; echo "got=$(printf %s "$got" | tr '\033\007' EB)""#;
+    let p = start_pty(&mut rpc, "bash", &["--norc", "--noprofile", "-c", script], 24, 80).await;
+    let end = wait_exit(&mut rpc, p.id).await;
+    assert_eq!(end.exit_code, Some(0));
+    let out =
+        String::from_utf8(read_all(&mut rpc, p.id, pb::Stream::Stdout, pb::Encoding::Text).await)
+            .unwrap();
+    assert!(out.contains("got=E]7501;?BE[?1;2"), "{out:?}");
+    d.stop().await;
+}
+
 #[tokio::test]
 async fn keys_in_one_call_arrive_one_at_a_time() {
     let d = TestDaemon::start().await;
