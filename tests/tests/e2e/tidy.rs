@@ -1,5 +1,6 @@
 //! Repository hygiene: every source file starts with a `//!` doc saying what
-//! it owns, and no debugging leftovers are committed.
+//! it owns, no debugging leftovers are committed, the daemon's modules import
+//! only layers below their own, and the docs' links and code map stay true.
 
 use std::path::{Path, PathBuf};
 
@@ -77,7 +78,7 @@ fn imported_modules(text: &str) -> std::collections::BTreeSet<String> {
 }
 
 /// The daemon's modules by layer, from the bottom (ARCHITECTURE.md's code
-/// map lists them in this order).
+/// map lists them in this order: `the_code_map_lists_the_daemons_layers`).
 const DAEMON_LAYERS: &[&[&str]] = &[
     &["domain", "config", "sys", "ansi", "osc", "profiles", "marks"],
     &["screen", "store", "instance"],
@@ -136,6 +137,143 @@ fn no_module_of_the_daemon_imports_one_that_imports_it_back() {
                     stack.push(longer);
                 }
             }
+        }
+    }
+}
+
+/// ARCHITECTURE.md's code map lists the daemon's layers as a numbered list
+/// from the bottom (``0. `domain`, `config`, …``), the same as `DAEMON_LAYERS`.
+#[test]
+fn the_code_map_lists_the_daemons_layers() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    let text = std::fs::read_to_string(root.join("ARCHITECTURE.md")).unwrap();
+    let listed: Vec<(usize, Vec<String>)> = text
+        .lines()
+        .filter_map(|line| {
+            let (number, rest) = line.split_once(". ")?;
+            let number: usize = number.parse().ok()?;
+            let modules = rest.split(", ").map(|m| m.trim_matches('`').to_owned()).collect();
+            rest.starts_with('`').then_some((number, modules))
+        })
+        .collect();
+    let layers: Vec<(usize, Vec<String>)> = DAEMON_LAYERS
+        .iter()
+        .enumerate()
+        .map(|(i, l)| (i, l.iter().map(|m| (*m).to_owned()).collect()))
+        .collect();
+    assert_eq!(listed, layers, "ARCHITECTURE.md's code map and DAEMON_LAYERS differ");
+}
+
+/// The Markdown a person reads: the README, ARCHITECTURE.md and `docs/`.
+fn markdown_files(root: &Path) -> Vec<PathBuf> {
+    let mut docs: Vec<PathBuf> = std::fs::read_dir(root.join("docs"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "md"))
+        .collect();
+    docs.sort();
+    let mut files = vec![root.join("README.md"), root.join("ARCHITECTURE.md")];
+    files.extend(docs);
+    files
+}
+
+/// The lines of `text` outside fenced code blocks, each without its inline
+/// code, so that what remains of a link is a link.
+fn prose(text: &str) -> Vec<String> {
+    let mut fenced = false;
+    let mut out = Vec::new();
+    for line in text.lines() {
+        if line.trim_start().starts_with("```") {
+            fenced = !fenced;
+        } else if !fenced {
+            out.push(line.split('`').step_by(2).collect());
+        }
+    }
+    out
+}
+
+/// The anchors GitHub gives the headings of `text`: lowercase, punctuation
+/// dropped, spaces as hyphens, a repeated one numbered.
+fn anchors(text: &str) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    let mut fenced = false;
+    for line in text.lines() {
+        if line.trim_start().starts_with("```") {
+            fenced = !fenced;
+        }
+        let hashes = line.chars().take_while(|c| *c == '#').count();
+        if fenced || !(1..=6).contains(&hashes) || !line[hashes..].starts_with(' ') {
+            continue;
+        }
+        let anchor: String = line[hashes..]
+            .trim()
+            .to_lowercase()
+            .chars()
+            .filter(|c| c.is_alphanumeric() || matches!(*c, '-' | '_' | ' '))
+            .map(|c| if c == ' ' { '-' } else { c })
+            .collect();
+        let seen = out.iter().filter(|a| **a == anchor).count();
+        out.push(if seen == 0 { anchor } else { format!("{anchor}-{seen}") });
+    }
+    out
+}
+
+/// Every relative link in the docs names a file that exists, and every
+/// `#anchor` a heading of the file it points into.
+#[test]
+fn every_link_between_the_docs_resolves() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    let files = markdown_files(root);
+    assert!(files.len() > 5, "found only {} Markdown files", files.len());
+    let mut problems = Vec::new();
+    for file in &files {
+        let text = std::fs::read_to_string(file).unwrap();
+        let rel = file.strip_prefix(root).unwrap().display().to_string();
+        for line in prose(&text) {
+            for rest in line.split("](").skip(1) {
+                let target = rest.split(')').next().unwrap_or_default();
+                if target.contains("://") || target.starts_with("mailto:") {
+                    continue;
+                }
+                let (path, fragment) = target.split_once('#').unwrap_or((target, ""));
+                let dest =
+                    if path.is_empty() { file.clone() } else { file.parent().unwrap().join(path) };
+                if !dest.exists() {
+                    problems.push(format!("{rel}: {target}: no such file"));
+                    continue;
+                }
+                if fragment.is_empty() {
+                    continue;
+                }
+                let found = dest.extension().is_some_and(|e| e == "md")
+                    && anchors(&std::fs::read_to_string(&dest).unwrap())
+                        .iter()
+                        .any(|a| a == fragment);
+                if !found {
+                    problems.push(format!("{rel}: {target}: no such heading"));
+                }
+            }
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+/// The two files a newcomer reads first stay short, in short lines; the
+/// rest lives under `docs/`.
+#[test]
+fn the_readme_and_the_architecture_stay_short() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    for (name, limit) in [("README.md", 20_000), ("ARCHITECTURE.md", 30_000)] {
+        let text = std::fs::read_to_string(root.join(name)).unwrap();
+        assert!(
+            text.len() <= limit,
+            "{name}: {} bytes, over {limit}: move a topic to docs/",
+            text.len()
+        );
+        for (i, line) in text.lines().enumerate() {
+            let width = line.chars().count();
+            let table_row = line.trim_start().starts_with('|');
+            assert!(table_row || width <= 200, "{name}:{}: a line of {width} characters", i + 1);
         }
     }
 }
