@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use portal_proto::names;
+use portal_client::names;
 use portal_proto::v1 as pb;
 use schemars::JsonSchema;
 use serde::Serialize;
@@ -168,7 +168,7 @@ pub(crate) fn secret_hint(id: u64) -> String {
 
 /// `portal-cli secret ID` for the call's host.
 fn secret_command(id: u64) -> String {
-    portal_proto::hosts::secret_command(crate::hosts::call_host().as_deref(), &id.to_string())
+    portal_client::hosts::secret_command(crate::hosts::call_host().as_deref(), &id.to_string())
 }
 
 impl ProcessInfo {

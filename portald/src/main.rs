@@ -6,8 +6,8 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Parser;
-use portal_proto::launch::EXIT_ALREADY_RUNNING;
-use portal_proto::paths;
+use portal_client::launch::EXIT_ALREADY_RUNNING;
+use portal_client::paths;
 use tokio_util::sync::CancellationToken;
 
 /// Portal's daemon: runs interactive programs on PTYs or pipes for agents and

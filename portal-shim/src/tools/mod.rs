@@ -394,7 +394,7 @@ impl Shim {
             },
             (h, _) => h,
         };
-        if tool == ToolId::ProcessList && host.as_deref() == Some(portal_proto::hosts::ALL) {
+        if tool == ToolId::ProcessList && host.as_deref() == Some(portal_client::hosts::ALL) {
             return Some(self.list_everywhere().await);
         }
         let shim = match self.on_host(host.as_deref()) {
@@ -520,7 +520,7 @@ impl ServerHandler for Shim {
             .or_else(|| context.peer.peer_info().map(|info| info.client_info.clone()));
         if let Some(c) = client {
             crate::audience::client_is(&c.name);
-            portal_proto::client::set_identity(format!(
+            portal_client::client::set_identity(format!(
                 "{} {} via portal-shim (pid {})",
                 c.name,
                 c.version,

@@ -3,8 +3,8 @@
 
 use std::fmt::Write as _;
 
+use portal_client::waits::{self, Mode};
 use portal_proto::v1 as pb;
-use portal_proto::waits::{self, Mode};
 use schemars::JsonSchema;
 use serde::Serialize;
 
@@ -69,7 +69,7 @@ impl Shim {
         Ok((w.text_block(), WaitReply::One(Box::new(w))))
     }
 
-    /// process_wait on several processes (see [`portal_proto::waits`]).
+    /// process_wait on several processes (see [`portal_client::waits`]).
     async fn wait_many(
         &self,
         a: WaitArgs,

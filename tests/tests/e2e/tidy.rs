@@ -20,6 +20,7 @@ fn every_source_file_has_a_module_doc_and_no_leftovers() {
     let mut files = Vec::new();
     for dir in [
         "proto/src",
+        "portal-client/src",
         "portald/src",
         "portal-shim/src",
         "portal-cli/src",

@@ -176,7 +176,7 @@ where
         }
     };
     let hello = Handshake::Ready {
-        protocol: crate::PROTOCOL_VERSION,
+        protocol: portal_proto::PROTOCOL_VERSION,
         version: env!("CARGO_PKG_VERSION").to_owned(),
     };
     let broken = |e: std::io::Error| ClientError::Unavailable {

@@ -19,8 +19,8 @@ use tonic::transport::{Channel, Endpoint};
 
 use crate::transport::{self, Conn};
 
-use crate::v1::{GetInfoRequest, GetInfoResponse, portal_client::PortalClient};
-use crate::{MAX_MESSAGE_BYTES, PROTOCOL_VERSION};
+use portal_proto::v1::{GetInfoRequest, GetInfoResponse, portal_client::PortalClient};
+use portal_proto::{MAX_MESSAGE_BYTES, PROTOCOL_VERSION};
 
 /// Why a client could not talk to the daemon.
 #[derive(Debug, thiserror::Error)]
@@ -456,7 +456,7 @@ pub fn identity() -> Option<&'static str> {
 /// old to ask (UNIMPLEMENTED), or any refusal, is no reason to fail.
 pub async fn identify(rpc: &mut PortalClient<Channel>) {
     if let Some(who) = identity() {
-        let req = crate::v1::IdentifyRequest { client: who.to_owned() };
+        let req = portal_proto::v1::IdentifyRequest { client: who.to_owned() };
         if let Err(s) = rpc.identify(req).await {
             tracing::debug!(status = %s.message(), "portald did not take this client's name");
         }
@@ -523,17 +523,13 @@ pub fn error_chain(err: &(dyn std::error::Error + 'static)) -> String {
     out
 }
 
-/// What a daemon that is going away (a stop, a live upgrade) says when it
-/// refused a call without doing anything: clients may repeat it as it is.
-pub const NOTHING_DONE: &str = "nothing was done: retry";
-
 /// True when a status means the daemon went away (the call may be retried
 /// after reconnecting). A connection that breaks mid-call surfaces as
 /// `UNAVAILABLE`, or as `UNKNOWN`/`INTERNAL`/`CANCELLED` carrying a transport
 /// message, depending on when it broke.
 ///
 /// A daemon that refuses a call because it is going away says
-/// [`NOTHING_DONE`]: such a call may be repeated as it is.
+/// [`portal_proto::NOTHING_DONE`]: such a call may be repeated as it is.
 #[must_use]
 pub fn is_disconnect(status: &tonic::Status) -> bool {
     match status.code() {

@@ -190,12 +190,12 @@ pub async fn dial(remote: &Remote, autostart: bool) -> Result<SshConn, ClientErr
     let handshake = tokio::time::timeout(HANDSHAKE_TIMEOUT, read_handshake(&mut reader)).await;
     let failure = match handshake {
         Ok(Ok(Handshake::Ready { protocol, version })) => {
-            if protocol == crate::PROTOCOL_VERSION {
+            if protocol == portal_proto::PROTOCOL_VERSION {
                 return Ok(SshConn { reader, writer: stdin, ssh: Some(child) });
             }
             return Err(ClientError::VersionSkew {
                 host: remote.label.clone(),
-                local_protocol: crate::PROTOCOL_VERSION,
+                local_protocol: portal_proto::PROTOCOL_VERSION,
                 local_version: env!("CARGO_PKG_VERSION").to_owned(),
                 remote_protocol: Some(protocol),
                 remote_version: version,
@@ -311,7 +311,7 @@ fn classify(remote: &Remote, code: Option<i32>, stderr: &str, printed: &str) -> 
         // A portal-cli from before dial-stdio existed.
         return ClientError::VersionSkew {
             host,
-            local_protocol: crate::PROTOCOL_VERSION,
+            local_protocol: portal_proto::PROTOCOL_VERSION,
             local_version: env!("CARGO_PKG_VERSION").to_owned(),
             remote_protocol: None,
             remote_version: String::new(),
