@@ -3,7 +3,8 @@
 
 use std::time::Duration;
 
-use portal_client::client::{Client, ClientError};
+use portal_client::client::Client;
+use portal_client::error::ClientError;
 use portal_proto::v1 as pb;
 use serde_json::json;
 

@@ -33,7 +33,8 @@ mod workspace;
 use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use portal_client::client::{Client, ClientError};
+use portal_client::client::Client;
+use portal_client::error::ClientError;
 use portal_client::hosts::{self, Hosts, Target};
 use portal_client::launch::LaunchOptions;
 use portal_client::paths;
@@ -398,7 +399,7 @@ impl From<anyhow::Error> for Failure {
 
 impl From<tonic::Status> for Failure {
     fn from(s: tonic::Status) -> Self {
-        if portal_client::client::is_disconnect(&s) {
+        if portal_client::error::is_disconnect(&s) {
             if let Some(Target::Remote(r)) = TARGET.get() {
                 return Self::Failed(anyhow::anyhow!(
                     "lost the connection to host {} (ssh ended: {}); its programs keep running there: run the command again",
@@ -557,9 +558,9 @@ async fn run(mut cli: Cli) -> Outcome {
     // whom it serves, for the remote end of a connection).
     match &cli.command {
         Command::DialStdio { serving: Some(who), .. } => {
-            portal_client::client::set_identity(who.clone())
+            portal_client::identity::set_identity(who.clone())
         }
-        command => portal_client::client::set_identity(who_am_i(command.name())),
+        command => portal_client::identity::set_identity(who_am_i(command.name())),
     }
     // The plumbing of this machine's own daemon (what hooks and remote
     // clients run) never goes elsewhere, whatever PORTAL_HOST a login

@@ -7,7 +7,8 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::{Args, ValueEnum};
-use portal_client::client::{Client, ClientError, is_disconnect};
+use portal_client::client::Client;
+use portal_client::error::{ClientError, is_disconnect};
 use portal_client::names;
 use portal_proto::v1 as pb;
 use serde_json::json;

@@ -1,7 +1,7 @@
 //! The client end of a connection over SSH: runs the system `ssh` with
 //! `portal-cli dial-stdio` as the remote command and hands its stdin and
 //! stdout to gRPC as one byte stream, after reading the handshake
-//! ([`crate::dial`]).
+//! ([`crate::handshake`]) that the remote end ([`crate::dial`]) writes.
 //!
 //! The user's own OpenSSH does the work, so keys, agents, `~/.ssh/config`,
 //! jump hosts and ControlMaster all apply, and nothing listens on the
@@ -20,9 +20,10 @@ use tokio::io::{
 };
 use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 
-use crate::client::ClientError;
-use crate::dial::Handshake;
+use crate::error::ClientError;
+use crate::handshake::Handshake;
 use crate::hosts::{ENV_SSH, Remote};
+use crate::identity::identity;
 
 /// How long ssh may take to connect (its `ConnectTimeout`): long enough for
 /// a slow route, short enough that a host that is down is said in seconds.
@@ -148,7 +149,7 @@ pub fn command_line(remote: &Remote, autostart: bool) -> Vec<String> {
         remote_cmd.push_str(" --no-autostart");
     }
     // Every connection, made again after a drop too, says who it is for.
-    if let Some(who) = crate::client::identity() {
+    if let Some(who) = identity() {
         remote_cmd.push_str(" --as ");
         remote_cmd.push_str(&shell_words::quote(who));
     }
@@ -366,7 +367,7 @@ mod tests {
         let n = args.len();
         assert_eq!(&args[n - 3..n - 1], ["--", "h"]);
         assert_eq!(args[n - 1], "'/opt/my portal/portal-cli' dial-stdio --no-autostart");
-        crate::client::set_identity("agent [1] (a@h)".into());
+        crate::identity::set_identity("agent [1] (a@h)".into());
         let said = command_line(&remote("q"), true);
         assert!(said.last().unwrap().ends_with(" dial-stdio --as 'agent [1] (a@h)'"), "{said:?}");
         let home = Remote { portal: "~/.cargo/bin/portal-cli".into(), ..remote("q") };

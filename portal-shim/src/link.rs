@@ -5,7 +5,8 @@
 
 use std::future::Future;
 
-use portal_client::client::{Client, ClientError};
+use portal_client::client::Client;
+use portal_client::error::ClientError;
 use portal_client::hosts::Target;
 use portal_client::launch::LaunchOptions;
 use portal_proto::v1::portal_client::PortalClient;
@@ -119,7 +120,7 @@ impl DaemonLink {
         let rpc = self.rpc(false).await.map_err(CallError::Unreachable)?;
         let answer = match f(rpc).await {
             Ok(r) => Ok(r.into_inner()),
-            Err(s) if portal_client::client::is_disconnect(&s) => {
+            Err(s) if portal_client::error::is_disconnect(&s) => {
                 tracing::info!(status = %s.message(), "portald went away; reconnecting");
                 let rpc = self.rpc(true).await.map_err(CallError::Unreachable)?;
                 if !repeat(&s) {
@@ -129,8 +130,7 @@ impl DaemonLink {
             }
             Err(s) => Err(CallError::Status(s)),
         };
-        if !matches!(&answer, Err(CallError::Status(s)) if portal_client::client::is_disconnect(s))
-        {
+        if !matches!(&answer, Err(CallError::Status(s)) if portal_client::error::is_disconnect(s)) {
             self.answered();
         }
         answer
@@ -154,7 +154,7 @@ fn never_sent(s: &tonic::Status) -> bool {
     if s.message() == "h2 protocol error: http2 error" {
         return true;
     }
-    let chain = portal_client::client::error_chain(s).to_ascii_lowercase();
+    let chain = portal_client::error::error_chain(s).to_ascii_lowercase();
     [
         "error trying to connect",
         "connection refused",

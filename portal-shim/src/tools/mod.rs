@@ -520,7 +520,7 @@ impl ServerHandler for Shim {
             .or_else(|| context.peer.peer_info().map(|info| info.client_info.clone()));
         if let Some(c) = client {
             crate::audience::client_is(&c.name);
-            portal_client::client::set_identity(format!(
+            portal_client::identity::set_identity(format!(
                 "{} {} via portal-shim (pid {})",
                 c.name,
                 c.version,
