@@ -13,7 +13,7 @@ use crate::args::{
 use crate::catalog::{ToolId, tool_rows};
 use crate::results::{
     AgentOutcomes, AgentsListed, AgentsWatched, Done, HooksReported, Inspected, KeysSent,
-    KilledAll, Listed, Output, Program, Screen, Searched, Signalled, Started, Waited,
+    KilledAll, Listed, Output, Program, Screen, Searched, Signalled, Started, WaitReply, Waited,
     WorkspaceReport, Written,
 };
 use crate::schema::without_nulls;
@@ -39,8 +39,6 @@ mod registry;
 mod search;
 mod waits;
 mod workspace;
-
-pub(crate) use waits::WaitReply;
 
 use crate::errors::{error_text, in_tool_terms};
 use crate::hosts::{HOST_ARG, HostLinks};
