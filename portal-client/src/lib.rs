@@ -1,7 +1,9 @@
 //! Portal's client side: everything a client of `portald` shares, over the
-//! wire contract of `portal-proto`. The daemon uses it too, for what both
-//! ends must agree on: the paths, the transport's server side, the
-//! environment variables they hand each other, the OSC 3008 record.
+//! wire contract of `portal-proto`. The daemon depends on it too, for what
+//! both ends must agree on rather than for any client code: the paths, the
+//! transport's server side, the socket-path check, the exit status of a
+//! daemon that lost the race to start, the variable one daemon hands the
+//! next, the OSC 3008 record.
 //!
 //! # Layers
 //!
