@@ -129,7 +129,7 @@ impl Client {
             Ok(s) => s,
             Err(_) => start(socket, binary)?,
         };
-        sock.set_read_timeout(Some(crate::serve::IO_TIMEOUT))?;
+        sock.set_read_timeout(Some(wire::IO_TIMEOUT))?;
         wire::send(&sock, &Request::Hello { protocol: wire::PROTOCOL }, &[])?;
         let (protocol, pid, held) = match wire::recv::<Event>(&sock)? {
             Some((Event::Welcome { protocol, pid, held }, _)) => (protocol, pid, held),
@@ -166,7 +166,7 @@ impl Client {
             .collect();
         // Events come when they come: the reader waits without a timeout.
         sock.set_read_timeout(None)?;
-        sock.set_write_timeout(Some(crate::serve::IO_TIMEOUT))?;
+        sock.set_write_timeout(Some(wire::IO_TIMEOUT))?;
         let (answer_tx, answers) = mpsc::channel();
         let reader = sock.try_clone()?;
         std::thread::Builder::new().name("holder-events".into()).spawn(move || {
@@ -215,7 +215,7 @@ impl Client {
         self.send_with(&Request::Spawn(spec), journal)
             .map_err(|e| format!("portal-holder is gone: {e}"))?;
         let answers = self.answers.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        let deadline = Instant::now() + crate::serve::IO_TIMEOUT * 2;
+        let deadline = Instant::now() + wire::IO_TIMEOUT * 2;
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
             match answers.recv_timeout(left) {

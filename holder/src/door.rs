@@ -17,7 +17,7 @@ use crate::wire::{self, Event, Request};
 
 /// A newcomer that has not said a complete hello within this long is closed:
 /// a daemon says it the moment it connects.
-pub const HELLO_TIMEOUT: Duration = crate::serve::IO_TIMEOUT;
+pub const HELLO_TIMEOUT: Duration = wire::IO_TIMEOUT;
 
 /// A hello is a few dozen bytes; anything longer before it is complete is
 /// not a daemon.
@@ -106,8 +106,8 @@ impl Newcomer {
     pub fn into_daemon(self) -> Option<UnixStream> {
         let s = self.stream;
         (s.set_nonblocking(false).is_ok()
-            && s.set_read_timeout(Some(crate::serve::IO_TIMEOUT)).is_ok()
-            && s.set_write_timeout(Some(crate::serve::IO_TIMEOUT)).is_ok())
+            && s.set_read_timeout(Some(wire::IO_TIMEOUT)).is_ok()
+            && s.set_write_timeout(Some(wire::IO_TIMEOUT)).is_ok())
         .then_some(s)
     }
 }

@@ -2,7 +2,7 @@
 //! program's pidfd, reap whatever ends (its own programs and the orphans a
 //! child subreaper receives), and tell the daemon. One thread, no runtime,
 //! nothing that can block for long: a daemon that stops reading is dropped
-//! after [`IO_TIMEOUT`] and the next one hears everything.
+//! after [`wire::IO_TIMEOUT`] and the next one hears everything.
 //!
 //! A connection becomes the daemon only by a complete hello of this
 //! protocol (`door.rs` reads it); while a daemon is attached and its
@@ -21,10 +21,6 @@ use rustix::process::{Pid, PidfdFlags, WaitOptions};
 use crate::door::{Address, Heard, MAX_NEWCOMERS, Newcomer};
 use crate::spawn;
 use crate::wire::{self, Event, Exit, Held, Request};
-
-/// A daemon that does not take or give a whole message within this long is
-/// dropped (its programs stay held for the next one).
-pub const IO_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// How long a holder nobody has connected to waits for its first daemon.
 const FIRST_CONNECT: Duration = Duration::from_secs(10);

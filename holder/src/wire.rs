@@ -12,6 +12,7 @@ use std::io::{IoSlice, IoSliceMut, Read as _, Write as _};
 use std::mem::MaybeUninit;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::net::UnixStream;
+use std::time::Duration;
 
 use rustix::net::{
     RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, SendAncillaryBuffer,
@@ -32,6 +33,12 @@ pub const MAX_FRAME_BYTES: usize = 8 << 20;
 /// Most descriptors one message carries: a welcome sends a daemon every
 /// program's in batches of this many (the kernel's limit is 253).
 pub const MAX_FDS: usize = 64;
+
+/// How long either side waits for the other to take or give a whole
+/// message: the holder drops a daemon that stalls (its programs stay held
+/// for the next one), and a daemon's call to a holder that stalls fails.
+/// Both ends' timing, so it lives with their messages.
+pub const IO_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// How a program ended, as `waitpid` said.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -5,8 +5,8 @@ use std::io::{IsTerminal as _, Read as _, Write as _};
 use std::time::Duration;
 
 use clap::{Args, Subcommand, ValueEnum};
-use portal_proto::client::Client;
-use portal_proto::names;
+use portal_client::client::Client;
+use portal_client::names;
 use portal_proto::v1 as pb;
 use serde_json::json;
 
@@ -132,7 +132,7 @@ pub(crate) async fn statusline(a: &StatuslineArgs) -> Outcome {
         let (state, text) = l.split_once('=').ok_or_else(|| {
             anyhow::anyhow!("--label {l:?}: write STATE=TEXT, e.g. --label wait=⏳")
         })?;
-        let state = portal_proto::names::AGENT_STATES
+        let state = portal_client::names::AGENT_STATES
             .into_iter()
             .find(|s| names::agent_state_label(*s) == state || names::agent_state(*s) == state)
             .ok_or_else(|| {
@@ -142,9 +142,9 @@ pub(crate) async fn statusline(a: &StatuslineArgs) -> Outcome {
             })?;
         labels.insert(state, text.to_owned());
     }
-    let mut opts = portal_proto::launch::LaunchOptions::from_env();
+    let mut opts = portal_client::launch::LaunchOptions::from_env();
     opts.autostart = false;
-    let target = crate::TARGET.get().cloned().unwrap_or(portal_proto::hosts::Target::Local);
+    let target = crate::TARGET.get().cloned().unwrap_or(portal_client::hosts::Target::Local);
     let agents = match Client::connect_to(&target, &opts).await {
         Ok(c) => {
             c.rpc().agent_list(pb::AgentListRequest { states: vec![] }).await?.into_inner().agents
@@ -154,7 +154,7 @@ pub(crate) async fn statusline(a: &StatuslineArgs) -> Outcome {
     };
     let line = tally(&agents, &labels, a);
     if a.out.json {
-        let counts: serde_json::Map<String, serde_json::Value> = portal_proto::names::AGENT_STATES
+        let counts: serde_json::Map<String, serde_json::Value> = portal_client::names::AGENT_STATES
             .into_iter()
             .map(|s| {
                 let n = agents.iter().filter(|x| x.state() == s).count();
@@ -174,7 +174,7 @@ fn tally(
     labels: &std::collections::HashMap<pb::AgentState, String>,
     a: &StatuslineArgs,
 ) -> String {
-    let parts: Vec<String> = portal_proto::names::AGENT_STATES
+    let parts: Vec<String> = portal_client::names::AGENT_STATES
         .into_iter()
         .filter(|s| !(a.no_exited && *s == pb::AgentState::Exited))
         .filter_map(|s| {
@@ -564,7 +564,7 @@ fn read_payload() -> String {
 /// terminal: the way out of an SSH session or container that cannot reach
 /// the socket (the PTY Portal owns carries it back).
 fn emit_in_band(a: &EmitArgs) -> std::io::Result<()> {
-    let record = portal_proto::osc3008::encode(
+    let record = portal_client::osc3008::encode(
         names::agent_state(a.state),
         &[("name", &a.name), ("event", &a.event), ("reason", &a.reason)],
     );
@@ -579,7 +579,7 @@ pub(crate) async fn emit(a: EmitArgs) -> Outcome {
     let payload = read_payload();
     let session = std::env::var("PORTAL_SESSION_ID").ok().and_then(|v| v.parse::<u64>().ok());
     let token = std::env::var("PORTAL_SESSION_TOKEN").ok();
-    let socket = portal_proto::paths::socket_path();
+    let socket = portal_client::paths::socket_path();
     if let (Some(session), Some(token)) = (session, token)
         && let Ok(client) = Client::connect(&socket).await
     {

@@ -11,8 +11,9 @@
 use std::io::Write as _;
 
 use anyhow::Context as _;
-use portal_proto::client::{Client, is_disconnect};
-use portal_proto::names;
+use portal_client::client::Client;
+use portal_client::error::is_disconnect;
+use portal_client::names;
 use portal_proto::v1 as pb;
 use rustix::termios::{self, OptionalActions, Termios};
 use tokio::sync::mpsc;

@@ -60,11 +60,11 @@ pub(crate) fn procs(current: &OsStr) -> Vec<CompletionCandidate> {
     let listed = std::thread::spawn(move || {
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().ok()?;
         rt.block_on(async {
-            let mut opts = portal_proto::launch::LaunchOptions::from_env();
+            let mut opts = portal_client::launch::LaunchOptions::from_env();
             opts.autostart = false;
             tokio::time::timeout(LIST_BUDGET, async {
-                let client = portal_proto::client::Client::connect_to(
-                    &portal_proto::hosts::Target::Local,
+                let client = portal_client::client::Client::connect_to(
+                    &portal_client::hosts::Target::Local,
                     &opts,
                 )
                 .await
@@ -94,7 +94,7 @@ fn candidates(procs: &[pb::Process], typed: &str) -> Vec<CompletionCandidate> {
         let help = format!(
             "{} ({})",
             crate::fmt::command_line(p, 50),
-            portal_proto::names::status(p.status())
+            portal_client::names::status(p.status())
         );
         let id = p.id.to_string();
         for value in [p.name.as_str(), id.as_str()] {

@@ -3,7 +3,8 @@
 
 use std::time::Duration;
 
-use portal_proto::client::{Client, ClientError};
+use portal_client::client::Client;
+use portal_client::error::ClientError;
 use portal_proto::v1 as pb;
 use serde_json::json;
 
@@ -71,7 +72,7 @@ fn print_info(info: &pb::GetInfoResponse, out: JsonFlag) {
 }
 
 async fn connect_existing() -> Result<Client, ClientError> {
-    Client::connect(&portal_proto::paths::socket_path()).await
+    Client::connect(&portal_client::paths::socket_path()).await
 }
 
 /// `daemon status`: exit 3 when it is not running.
@@ -145,22 +146,22 @@ pub(crate) fn started(client: &Client) -> Outcome {
 /// `daemon doctor`: runs `portald --doctor` on the same socket and data
 /// directory (SQLite lives in the daemon's binary, not in this one).
 pub(crate) fn doctor() -> Outcome {
-    let daemon = portal_proto::paths::daemon_binary().ok_or_else(|| {
+    let daemon = portal_client::paths::daemon_binary().ok_or_else(|| {
         anyhow::anyhow!("cannot find portald (beside portal-cli, on PATH, or PORTAL_DAEMON)")
     })?;
     let status = std::process::Command::new(&daemon)
         .arg("--doctor")
         .arg("--socket")
-        .arg(portal_proto::paths::socket_path())
+        .arg(portal_client::paths::socket_path())
         .arg("--data-dir")
-        .arg(portal_proto::paths::data_dir())
+        .arg(portal_client::paths::data_dir())
         .status()
         .map_err(|e| anyhow::anyhow!("cannot run {}: {e}", daemon.display()))?;
     if status.success() { Ok(()) } else { Err(Failure::Silent) }
 }
 
 pub(crate) async fn stop() -> Outcome {
-    let socket = portal_proto::paths::socket_path();
+    let socket = portal_client::paths::socket_path();
     let client = match Client::connect(&socket).await {
         Ok(c) => c,
         Err(ClientError::Unavailable { .. }) => {
@@ -192,7 +193,7 @@ pub(crate) async fn stop() -> Outcome {
 /// binary it was started from), then waits until the new one serves and
 /// reports how long clients were kept waiting.
 pub(crate) async fn upgrade(binary: Option<std::path::PathBuf>, out: JsonFlag) -> Outcome {
-    let socket = portal_proto::paths::socket_path();
+    let socket = portal_client::paths::socket_path();
     let client = match Client::connect(&socket).await {
         Ok(c) => c,
         Err(ClientError::Unavailable { .. }) => {
@@ -228,7 +229,7 @@ pub(crate) async fn upgrade(binary: Option<std::path::PathBuf>, out: JsonFlag) -
                     return Err(anyhow::anyhow!(
                         "the new portald ({}) exited after taking over; every program waits with portal-holder, and the next portal-cli command starts portald and adopts them (see {})",
                         accepted.binary,
-                        portal_proto::paths::data_dir().join(portal_proto::paths::DAEMON_LOG_FILE).display()
+                        portal_client::paths::data_dir().join(portal_client::paths::DAEMON_LOG_FILE).display()
                     )
                     .into());
                 }
@@ -238,7 +239,7 @@ pub(crate) async fn upgrade(binary: Option<std::path::PathBuf>, out: JsonFlag) -
             return Err(anyhow::anyhow!(
                 "portald (pid {}) did not serve again within {UPGRADE_TIMEOUT:?}; its programs wait with portal-holder, and the next command starts portald and adopts them (see {})",
                 before.pid,
-                portal_proto::paths::data_dir().join(portal_proto::paths::DAEMON_LOG_FILE).display()
+                portal_client::paths::data_dir().join(portal_client::paths::DAEMON_LOG_FILE).display()
             )
             .into());
         }

@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::{Args, ValueEnum};
-use portal_proto::client::Client;
+use portal_client::client::Client;
 use portal_proto::v1 as pb;
 use serde_json::json;
 

@@ -4,7 +4,7 @@
 use std::io::IsTerminal as _;
 use std::time::Duration;
 
-use portal_proto::names;
+use portal_client::names;
 use portal_proto::v1 as pb;
 use serde_json::{Value, json};
 

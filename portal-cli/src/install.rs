@@ -201,7 +201,7 @@ fn write_file(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
 }
 
 fn shell_quote(path: &Path) -> String {
-    portal_proto::hosts::shell_quote(&path.to_string_lossy())
+    portal_client::hosts::shell_quote(&path.to_string_lossy())
 }
 
 fn same_dir(a: &Path, b: &Path) -> bool {

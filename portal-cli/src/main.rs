@@ -33,10 +33,11 @@ mod workspace;
 use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use portal_proto::client::{Client, ClientError};
-use portal_proto::hosts::{self, Hosts, Target};
-use portal_proto::launch::LaunchOptions;
-use portal_proto::paths;
+use portal_client::client::Client;
+use portal_client::error::ClientError;
+use portal_client::hosts::{self, Hosts, Target};
+use portal_client::launch::LaunchOptions;
+use portal_client::paths;
 use portal_proto::v1 as pb;
 
 /// Portal: run and drive interactive terminal programs through portald.
@@ -398,7 +399,7 @@ impl From<anyhow::Error> for Failure {
 
 impl From<tonic::Status> for Failure {
     fn from(s: tonic::Status) -> Self {
-        if portal_proto::client::is_disconnect(&s) {
+        if portal_client::error::is_disconnect(&s) {
             if let Some(Target::Remote(r)) = TARGET.get() {
                 return Self::Failed(anyhow::anyhow!(
                     "lost the connection to host {} (ssh ended: {}); its programs keep running there: run the command again",
@@ -557,9 +558,9 @@ async fn run(mut cli: Cli) -> Outcome {
     // whom it serves, for the remote end of a connection).
     match &cli.command {
         Command::DialStdio { serving: Some(who), .. } => {
-            portal_proto::client::set_identity(who.clone())
+            portal_client::identity::set_identity(who.clone())
         }
-        command => portal_proto::client::set_identity(who_am_i(command.name())),
+        command => portal_client::identity::set_identity(who_am_i(command.name())),
     }
     // The plumbing of this machine's own daemon (what hooks and remote
     // clients run) never goes elsewhere, whatever PORTAL_HOST a login
@@ -585,9 +586,9 @@ async fn run(mut cli: Cli) -> Outcome {
                 r.ssh_command(),
                 // Quoted twice: once for this shell, once for the remote
                 // shell that ssh hands the command line to.
-                portal_proto::hosts::shell_quote(&format!(
+                portal_client::hosts::shell_quote(&format!(
                     "{} {}",
-                    portal_proto::hosts::shell_quote(&r.portal),
+                    portal_client::hosts::shell_quote(&r.portal),
                     this_command_here()
                 ))
             )
@@ -625,7 +626,7 @@ async fn run(mut cli: Cli) -> Outcome {
         Command::DialStdio { .. } => {
             let mut opts = LaunchOptions::from_env();
             opts.autostart = !cli.no_autostart;
-            return portal_proto::dial::serve_stdio(&opts).await.map_err(Failure::Unreachable);
+            return portal_client::dial::serve_stdio(&opts).await.map_err(Failure::Unreachable);
         }
         Command::Ps { all, out, all_hosts: true } => return procs::ps_every_host(all, out).await,
         // A status bar asks every few seconds: it never starts a daemon.
@@ -698,7 +699,7 @@ fn this_command_here() -> String {
         if a == "--host" {
             args.next();
         } else if !a.starts_with("--host=") {
-            words.push(portal_proto::hosts::shell_quote(&a));
+            words.push(portal_client::hosts::shell_quote(&a));
         }
     }
     words.join(" ")

@@ -3,7 +3,7 @@
 //! bell. One per state change; the command runs detached, so a slow
 //! notification daemon never holds the watch up.
 
-use portal_proto::names;
+use portal_client::names;
 use portal_proto::v1 as pb;
 
 /// Whether `t` is an agent starting to wait for a person, and what to say.

@@ -7,8 +7,9 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::{Args, ValueEnum};
-use portal_proto::client::{Client, ClientError, is_disconnect};
-use portal_proto::names;
+use portal_client::client::Client;
+use portal_client::error::{ClientError, is_disconnect};
+use portal_client::names;
 use portal_proto::v1 as pb;
 use serde_json::json;
 
@@ -183,7 +184,7 @@ pub(crate) async fn read(client: &Client, a: ReadArgs) -> Outcome {
     }
     let mut from = next;
     let mut rpc = rpc;
-    let remote = matches!(crate::TARGET.get(), Some(portal_proto::hosts::Target::Remote(_)));
+    let remote = matches!(crate::TARGET.get(), Some(portal_client::hosts::Target::Remote(_)));
     loop {
         let req = pb::FollowRequest {
             proc: proc_ref(&a.proc),
@@ -259,8 +260,8 @@ pub(crate) async fn reconnect()
     // may take seconds to make again, or not come back: say what happens
     // (`\r\n`: attach has the terminal in raw mode), and try less often,
     // each try being a login on that host.
-    let remote = matches!(crate::TARGET.get(), Some(portal_proto::hosts::Target::Remote(_)));
-    if let Some(portal_proto::hosts::Target::Remote(r)) = crate::TARGET.get() {
+    let remote = matches!(crate::TARGET.get(), Some(portal_client::hosts::Target::Remote(_)));
+    if let Some(portal_client::hosts::Target::Remote(r)) = crate::TARGET.get() {
         eprint!(
             "[the connection to host {} broke; trying again for {}]\r\n",
             r.label,

@@ -7,8 +7,8 @@ use std::time::Duration;
 use anyhow::Context as _;
 use bytes::Bytes;
 use clap::Args;
-use portal_proto::client::Client;
-use portal_proto::names;
+use portal_client::client::Client;
+use portal_client::names;
 use portal_proto::v1 as pb;
 use serde_json::json;
 
@@ -37,7 +37,7 @@ pub(crate) struct StartArgs {
     /// (portald's), or clean (only --env and a default PATH) [default:
     /// caller; daemon with --host, which never gets this machine's]
     #[arg(long, value_name = "caller|daemon|clean")]
-    env_from: Option<portal_proto::environ::EnvFrom>,
+    env_from: Option<portal_client::environ::EnvFrom>,
     /// Idle timeout: kill it when nobody has named it for this long (500ms, 30s, 5m).
     #[arg(long, value_parser = fmt::parse_duration)]
     timeout: Option<Duration>,
@@ -82,12 +82,12 @@ pub(crate) async fn ps(client: &Client, all: bool, out: JsonFlag) -> Outcome {
 /// connection each, in turn. A host that cannot be reached is said on
 /// stderr (exit 1) and the others are still listed.
 pub(crate) async fn ps_every_host(all: bool, out: JsonFlag) -> Outcome {
-    let hosts = portal_proto::hosts::Hosts::load().map_err(anyhow::Error::from)?;
-    let mut opts = portal_proto::launch::LaunchOptions::from_env();
+    let hosts = portal_client::hosts::Hosts::load().map_err(anyhow::Error::from)?;
+    let mut opts = portal_client::launch::LaunchOptions::from_env();
     opts.autostart = !crate::NO_AUTOSTART.load(std::sync::atomic::Ordering::Relaxed);
-    let targets: Vec<portal_proto::hosts::Target> =
-        std::iter::once(portal_proto::hosts::Target::Local)
-            .chain(hosts.remotes().cloned().map(portal_proto::hosts::Target::Remote))
+    let targets: Vec<portal_client::hosts::Target> =
+        std::iter::once(portal_client::hosts::Target::Local)
+            .chain(hosts.remotes().cloned().map(portal_client::hosts::Target::Remote))
             .collect();
     // All at once: a host that is down costs its timeout once, not in turn.
     let lists = futures::future::join_all(targets.iter().map(|target| {
@@ -281,9 +281,9 @@ pub(crate) async fn start(client: &Client, a: StartArgs) -> Outcome {
     };
     let remote = client.host().is_some();
     let env_from = a.env_from.unwrap_or(if remote {
-        portal_proto::environ::EnvFrom::Daemon
+        portal_client::environ::EnvFrom::Daemon
     } else {
-        portal_proto::environ::EnvFrom::Caller
+        portal_client::environ::EnvFrom::Caller
     });
     let mut req = pb::StartRequest {
         command: command.clone(),
@@ -302,7 +302,7 @@ pub(crate) async fn start(client: &Client, a: StartArgs) -> Outcome {
         replace_ended: a.replace,
         ..Default::default()
     };
-    portal_proto::environ::apply(&mut req, env_from, remote)
+    portal_client::environ::apply(&mut req, env_from, remote)
         .map_err(|e| anyhow::anyhow!("--env-from caller: {e}"))?;
     if a.wait.as_deref() == Some("") {
         return Err(anyhow::anyhow!("--wait is empty: give input, exit or a text").into());

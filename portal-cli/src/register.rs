@@ -15,7 +15,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use portal_proto::hosts::shell_quote;
+use portal_client::hosts::shell_quote;
 
 /// The name Portal is registered under in every client.
 const SERVER_NAME: &str = "portal";
@@ -74,14 +74,14 @@ impl McpClient {
                 "--env".into(),
                 format!(
                     "{}={}",
-                    portal_proto::paths::ENV_SOCKET,
-                    portal_proto::paths::socket_path().display()
+                    portal_client::paths::ENV_SOCKET,
+                    portal_client::paths::socket_path().display()
                 ),
                 "--env".into(),
                 format!(
                     "{}={}",
-                    portal_proto::paths::ENV_DATA_DIR,
-                    portal_proto::paths::data_dir().display()
+                    portal_client::paths::ENV_DATA_DIR,
+                    portal_client::paths::data_dir().display()
                 ),
                 "--".into(),
                 shim,
@@ -170,7 +170,7 @@ pub(crate) async fn register(shim: &Path, mode: Register) {
             McpClient::ClaudeCode => " (every project)",
             McpClient::Codex => "",
         };
-        match (mode, portal_proto::paths::find_on_path(client.program())) {
+        match (mode, portal_client::paths::find_on_path(client.program())) {
             (Register::Print, _) => println!("to use Portal from {}{scope}: {line}", client.name()),
             (Register::Perform, None) => println!(
                 "{} ({}) is not on your PATH; to use Portal from it: {line}",

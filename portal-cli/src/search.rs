@@ -6,7 +6,7 @@
 use std::time::{Duration, SystemTime};
 
 use clap::{Args, ValueEnum};
-use portal_proto::client::Client;
+use portal_client::client::Client;
 use portal_proto::v1 as pb;
 use serde_json::json;
 
@@ -172,7 +172,7 @@ fn print_hit(
     } else {
         format!("{}:{}", h.proc_id, h.proc_name)
     };
-    let head = format!("{label} {} {}", portal_proto::names::stream(h.stream), time(h.ts_ns));
+    let head = format!("{label} {} {}", portal_client::names::stream(h.stream), time(h.ts_ns));
     for line in &h.before {
         writeln!(out, "{head}- {line}")?;
     }
@@ -189,7 +189,7 @@ fn print_json(out: &mut impl std::io::Write, h: &pb::SearchHit) -> std::io::Resu
     let v = json!({
         "proc": h.proc_id,
         "name": h.proc_name,
-        "stream": portal_proto::names::stream(h.stream),
+        "stream": portal_client::names::stream(h.stream),
         "offset": h.offset,
         "length": h.length,
         "ts_ns": h.ts_ns,

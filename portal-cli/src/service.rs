@@ -73,7 +73,7 @@ pub(crate) fn file_path(kind: Kind) -> anyhow::Result<PathBuf> {
 }
 
 fn daemon_path() -> anyhow::Result<PathBuf> {
-    let found = portal_proto::paths::daemon_binary()
+    let found = portal_client::paths::daemon_binary()
         .context("no portald binary beside portal-cli or on PATH; build it or set PORTAL_DAEMON")?;
     std::fs::canonicalize(&found).with_context(|| format!("resolving {}", found.display()))
 }

@@ -6,10 +6,10 @@
 use std::time::Duration;
 
 use clap::Args;
-use portal_proto::client::Client;
-use portal_proto::names;
+use portal_client::client::Client;
+use portal_client::names;
+use portal_client::waits::{self, Mode};
 use portal_proto::v1 as pb;
-use portal_proto::waits::{self, Mode};
 use serde_json::json;
 
 use crate::fmt::{self, print_json};
@@ -187,12 +187,12 @@ pub(crate) fn report(r: &pb::WaitResponse, out: JsonFlag, wanted_match: bool) ->
         eprintln!("{line}");
         if r.reason() == pb::WaitReason::AwaitingSecret {
             let host = match crate::TARGET.get() {
-                Some(portal_proto::hosts::Target::Remote(r)) => Some(r.label.as_str()),
+                Some(portal_client::hosts::Target::Remote(r)) => Some(r.label.as_str()),
                 _ => None,
             };
             eprintln!(
                 "it asks for a secret: type it with `{}`",
-                portal_proto::hosts::secret_command(host, "<id>")
+                portal_client::hosts::secret_command(host, "<id>")
             );
         }
     }

@@ -1,13 +1,13 @@
 //! `up`, `down` and `status`: the fleet a workspace file describes
-//! (`portal.toml`; see `portal_proto::workspace`), with each step on stderr
+//! (`portal.toml`; see `portal_client::workspace`), with each step on stderr
 //! as it happens and the members' states as a table or JSON.
 
 use std::path::PathBuf;
 
-use portal_proto::client::Client;
-use portal_proto::names;
+use portal_client::client::Client;
+use portal_client::names;
+use portal_client::workspace::{self, MemberState, UpError, Workspace};
 use portal_proto::v1 as pb;
-use portal_proto::workspace::{self, MemberState, UpError, Workspace};
 use serde_json::json;
 
 use crate::fmt::print_json;

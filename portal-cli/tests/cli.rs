@@ -712,7 +712,7 @@ async fn a_closed_pipe_ends_the_cli_quietly() {
 async fn clients_refuse_a_socket_another_user_set_up() {
     use std::os::unix::fs::PermissionsExt as _;
     let python = std::path::Path::new("/usr/bin/python3");
-    if portal_proto::paths::uid() != 0 || !python.exists() {
+    if portal_client::paths::uid() != 0 || !python.exists() {
         eprintln!("skipped: needs root (to act as a second user) and /usr/bin/python3");
         return;
     }
@@ -779,7 +779,7 @@ async fn the_doctor_moves_a_damaged_database_aside_and_salvages_it() {
     // portal-cli finds the portald built beside it.
     let env = [("PORTAL_DATA_DIR", config.data_dir.to_str().unwrap())];
     let (task, shutdown) = serve_in(&config);
-    let client = portal_proto::client::Client::connect(&config.socket).await.unwrap();
+    let client = portal_client::client::Client::connect(&config.socket).await.unwrap();
     let mut rpc = client.rpc();
     let p = start_pipes(&mut rpc, "sh", &["-c", "seq 1 400000; echo done"]).await;
     wait_exit(&mut rpc, p.id).await;
@@ -821,7 +821,7 @@ async fn the_doctor_moves_a_damaged_database_aside_and_salvages_it() {
     assert!(aside, "the damaged file was not kept");
     // The daemon starts on the fresh database and knows the process.
     let (task, shutdown) = serve_in(&config);
-    let client = portal_proto::client::Client::connect(&config.socket).await.unwrap();
+    let client = portal_client::client::Client::connect(&config.socket).await.unwrap();
     let back =
         client.rpc().inspect(pb::InspectRequest { proc: by_id(p.id) }).await.unwrap().into_inner();
     assert_eq!(back.status(), pb::Status::Exited);
@@ -840,7 +840,7 @@ async fn grep_finds_lines_across_processes_survives_a_restart_and_forgets_cleare
     let config = config_in(dir.path());
     let s = config.socket.clone();
     let (task, shutdown) = serve_in(&config);
-    let client = portal_proto::client::Client::connect(&s).await.unwrap();
+    let client = portal_client::client::Client::connect(&s).await.unwrap();
     let mut rpc = client.rpc();
     let web = start_pipes(
         &mut rpc,
@@ -968,9 +968,9 @@ async fn a_typist_without_user_in_the_environment_is_named_by_the_password_datab
     ok(&out);
     wait_for_text(&mut rpc, cat.id, pb::Stream::Stdout, "typed\n").await;
     let who = ok(&cli(&s, &["read", &cat.id.to_string(), "--stream", "stdin", "--who"]).await);
-    let expected = match portal_proto::paths::user_name() {
+    let expected = match portal_client::paths::user_name() {
         Some(name) => format!("[portal-cli write ({name}@"),
-        None => format!("[portal-cli write (uid {}@", portal_proto::paths::uid()),
+        None => format!("[portal-cli write (uid {}@", portal_client::paths::uid()),
     };
     assert!(who.lines().any(|l| l.starts_with(&expected) && l.ends_with("] typed")), "{who}");
     d.stop().await;

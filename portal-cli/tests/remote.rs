@@ -10,7 +10,7 @@
 use std::path::Path;
 use std::process::Output;
 
-use portal_proto::client::Client;
+use portal_client::client::Client;
 use portal_proto::v1 as pb;
 use portal_tests::sshd::{Sshd, sshd_or_skip};
 use portal_tests::*;

@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use portal_proto::names;
+use portal_client::names;
 use portal_proto::v1 as pb;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -62,7 +62,7 @@ pub(crate) enum EnvFromArg {
     Clean,
 }
 
-impl From<EnvFromArg> for portal_proto::environ::EnvFrom {
+impl From<EnvFromArg> for portal_client::environ::EnvFrom {
     fn from(e: EnvFromArg) -> Self {
         match e {
             EnvFromArg::Caller => Self::Caller,

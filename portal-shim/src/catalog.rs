@@ -15,11 +15,10 @@ use crate::args::{
 };
 use crate::results::{
     AgentOutcomes, AgentsListed, AgentsWatched, Done, HooksReported, Inspected, KeysSent,
-    KilledAll, Listed, Output, Program, Screen, Searched, Signalled, Started, Waited,
+    KilledAll, Listed, Output, Program, Screen, Searched, Signalled, Started, WaitReply, Waited,
     WorkspaceReport, Written,
 };
 use crate::schema::{Side, portable};
-use crate::tools::WaitReply;
 
 /// A group of tools a server can be limited to (`--tools`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]

@@ -1,7 +1,7 @@
 //! Daemon errors → tool results with `isError: true`, the message, and a
 //! one-line hint saying what to do next. Never a protocol error, never a crash.
 
-use portal_proto::client::ClientError;
+use portal_client::error::ClientError;
 use tonic::Code;
 
 use crate::catalog::ToolId;

@@ -12,8 +12,8 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
-use portal_proto::hosts::{ALL, Hosts, LOCAL, Target};
-use portal_proto::launch::LaunchOptions;
+use portal_client::hosts::{ALL, Hosts, LOCAL, Target};
+use portal_client::launch::LaunchOptions;
 use rmcp::model::Tool;
 
 use crate::link::DaemonLink;
@@ -83,7 +83,7 @@ impl HostLinks {
             Some(spec) if spec.contains("://") => {
                 return Err(format!(
                     "Error: host: {spec:?}: a tool call takes only hosts the hosts file names (or local); ask the person to add it to {}",
-                    portal_proto::hosts::hosts_file().display()
+                    portal_client::hosts::hosts_file().display()
                 ));
             }
             Some(spec) => {

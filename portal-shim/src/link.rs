@@ -5,9 +5,10 @@
 
 use std::future::Future;
 
-use portal_proto::client::{Client, ClientError};
-use portal_proto::hosts::Target;
-use portal_proto::launch::LaunchOptions;
+use portal_client::client::Client;
+use portal_client::error::ClientError;
+use portal_client::hosts::Target;
+use portal_client::launch::LaunchOptions;
 use portal_proto::v1::portal_client::PortalClient;
 use tokio::sync::Mutex;
 use tonic::transport::Channel;
@@ -119,7 +120,7 @@ impl DaemonLink {
         let rpc = self.rpc(false).await.map_err(CallError::Unreachable)?;
         let answer = match f(rpc).await {
             Ok(r) => Ok(r.into_inner()),
-            Err(s) if portal_proto::client::is_disconnect(&s) => {
+            Err(s) if portal_client::error::is_disconnect(&s) => {
                 tracing::info!(status = %s.message(), "portald went away; reconnecting");
                 let rpc = self.rpc(true).await.map_err(CallError::Unreachable)?;
                 if !repeat(&s) {
@@ -129,7 +130,7 @@ impl DaemonLink {
             }
             Err(s) => Err(CallError::Status(s)),
         };
-        if !matches!(&answer, Err(CallError::Status(s)) if portal_proto::client::is_disconnect(s)) {
+        if !matches!(&answer, Err(CallError::Status(s)) if portal_client::error::is_disconnect(s)) {
             self.answered();
         }
         answer
@@ -140,7 +141,7 @@ impl DaemonLink {
 /// made, or the daemon refused it as it went away), so repeating it cannot
 /// repeat its effect.
 fn never_sent(s: &tonic::Status) -> bool {
-    if s.message().contains(portal_proto::client::NOTHING_DONE) {
+    if s.message().contains(portal_proto::NOTHING_DONE) {
         return true;
     }
     // A daemon shutting down gracefully answers every call it accepted and
@@ -153,7 +154,7 @@ fn never_sent(s: &tonic::Status) -> bool {
     if s.message() == "h2 protocol error: http2 error" {
         return true;
     }
-    let chain = portal_proto::client::error_chain(s).to_ascii_lowercase();
+    let chain = portal_client::error::error_chain(s).to_ascii_lowercase();
     [
         "error trying to connect",
         "connection refused",

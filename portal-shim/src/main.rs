@@ -20,8 +20,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use clap::Parser;
-use portal_proto::launch::LaunchOptions;
-use portal_proto::paths;
+use portal_client::launch::LaunchOptions;
+use portal_client::paths;
 use rmcp::ServiceExt as _;
 
 /// Portal's MCP server: exposes portald's process tools to an MCP client over stdio.
@@ -45,7 +45,7 @@ struct Cli {
     tier: surface::Tier,
     /// The portald tool calls go to when they name no host: local, a name
     /// from the hosts file (~/.config/portal/hosts.toml), or ssh://[user@]host[:port]
-    #[arg(long, env = portal_proto::hosts::ENV_HOST, value_name = "HOST")]
+    #[arg(long, env = portal_client::hosts::ENV_HOST, value_name = "HOST")]
     host: Option<String>,
     /// What each result's text block carries: auto (the output for clients
     /// whose model may read the text; a one-line summary for Claude Code and
@@ -95,7 +95,7 @@ fn main() -> anyhow::Result<()> {
         .map(|p| p.to_string_lossy().into_owned())
         .unwrap_or_else(|_| "/".into());
     let links = hosts::HostLinks::new(opts, cli.host.as_deref())
-        .map_err(|e| anyhow::anyhow!("--host / {}: {e}", portal_proto::hosts::ENV_HOST))?;
+        .map_err(|e| anyhow::anyhow!("--host / {}: {e}", portal_client::hosts::ENV_HOST))?;
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     runtime.block_on(async move {
         let shim = tools::Shim::new(Arc::new(links), surface, cwd);

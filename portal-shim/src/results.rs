@@ -4,7 +4,8 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use portal_proto::names;
+use portal_client::names;
+use portal_client::waits::{self, Mode};
 use portal_proto::v1 as pb;
 use schemars::JsonSchema;
 use serde::Serialize;
@@ -168,7 +169,7 @@ pub(crate) fn secret_hint(id: u64) -> String {
 
 /// `portal-cli secret ID` for the call's host.
 fn secret_command(id: u64) -> String {
-    portal_proto::hosts::secret_command(crate::hosts::call_host().as_deref(), &id.to_string())
+    portal_client::hosts::secret_command(crate::hosts::call_host().as_deref(), &id.to_string())
 }
 
 impl ProcessInfo {
@@ -747,6 +748,189 @@ pub(crate) fn output_text(o: &Output, empty: &str, paging_forward: bool) -> Stri
     }
     let _ = write!(out, "[status={} cursor=\"{}\"]", o.status, o.cursor);
     out
+}
+
+/// process_wait's result: one process's ([`Waited`], as it always was), or
+/// several processes' ([`WaitedMany`]). Its schema is `Waited`'s fields and
+/// `WaitedMany`'s side by side (result schemas require nothing).
+#[derive(Debug, Serialize)]
+#[serde(untagged)]
+pub(crate) enum WaitReply {
+    One(Box<Waited>),
+    Many(WaitedMany),
+}
+
+impl JsonSchema for WaitReply {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "WaitReply".into()
+    }
+
+    fn json_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        let mut one = Waited::json_schema(generator);
+        let many = WaitedMany::json_schema(generator);
+        let more = many.get("properties").and_then(|p| p.as_object()).cloned().unwrap_or_default();
+        if let Some(serde_json::Value::Object(props)) = one.get_mut("properties") {
+            // Only process_run reports a command's exit status.
+            props.remove("command_exit_code");
+            props.extend(more);
+            // Its items are described by the tool.
+            props.insert("results".into(), serde_json::json!({"type": "array"}));
+        }
+        one
+    }
+}
+
+/// process_wait's result on several processes.
+#[derive(Debug, Serialize, JsonSchema)]
+pub(crate) struct WaitedMany {
+    /// The process whose wait ended the call (mode any); absent when every
+    /// wait ran to its timeout, and with mode all.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) ended_by: Option<u64>,
+    /// One per process, in the order given.
+    pub(crate) results: Vec<WaitedProcess>,
+}
+
+/// One process's part of a wait on several: what the wait on it alone
+/// would say, without the fields at their usual value.
+#[derive(Debug, Serialize, JsonSchema)]
+pub(crate) struct WaitedProcess {
+    /// Process id.
+    pub(crate) id: u64,
+    /// Its name.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) name: Option<String>,
+    /// Why its wait ended (as process_wait's `reason`), or pending: it was
+    /// still waiting when another one ended the call (its output stays for
+    /// the next read_new or wait).
+    pub(crate) reason: String,
+    /// The line it shows while it waits for input.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) prompt: Option<String>,
+    /// The text that matched.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) matched: Option<String>,
+    /// Its new output.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub(crate) output: String,
+    /// Its status, when it no longer runs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) status: Option<String>,
+    /// Exit code, if it exited.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) exit_code: Option<i32>,
+    /// Terminating signal, if one ended it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) exit_signal: Option<i32>,
+    /// It waits for a password: hand it over, never type it.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub(crate) awaiting_secret: bool,
+    /// A full-screen program is drawing (use process_screen).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub(crate) alternate_screen: bool,
+    /// The screen, when asked for.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) screen: Option<Vec<String>>,
+    /// What to do next, when it is not obvious.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) hint: Option<String>,
+    /// The wait on it alone, for the text.
+    #[serde(skip)]
+    #[schemars(skip)]
+    pub(crate) waited: Option<Waited>,
+}
+
+/// The `reason` of a process still waiting when the call returned.
+const PENDING: &str = "pending";
+
+impl WaitedMany {
+    pub(crate) fn new(r: waits::WaitedMany, snapshot: bool) -> Self {
+        let ended_by = r.ended_by.and_then(|i| r.results.get(i)).map(|w| w.id);
+        let results =
+            r.results
+                .into_iter()
+                .map(|p| {
+                    let name = (!p.name.is_empty()).then_some(p.name);
+                    let Some(resp) = p.response else {
+                        return WaitedProcess {
+                            id: p.id,
+                            name,
+                            reason: PENDING.into(),
+                            prompt: None,
+                            matched: None,
+                            output: String::new(),
+                            status: None,
+                            exit_code: None,
+                            exit_signal: None,
+                            awaiting_secret: false,
+                            alternate_screen: false,
+                            screen: None,
+                            hint: None,
+                            waited: None,
+                        };
+                    };
+                    let w = Waited::new(p.id, resp, snapshot);
+                    WaitedProcess {
+                        id: p.id,
+                        name,
+                        reason: w.reason.clone(),
+                        prompt: w.prompt.clone(),
+                        matched: w.matched.clone(),
+                        output: w.output.clone(),
+                        status: (w.status != "running").then(|| w.status.clone()),
+                        exit_code: w.exit_code,
+                        exit_signal: w.exit_signal,
+                        awaiting_secret: w.awaiting_secret,
+                        alternate_screen: w.alternate_screen,
+                        screen: w.screen.clone(),
+                        // Only the hints a reason does not say already: a
+                        // password to hand over, a full-screen program. (A
+                        // timeout's names a cursor, which several processes do
+                        // not take: the text says to call again.)
+                        hint: w.hint.clone().filter(|_| {
+                            w.awaiting_secret || w.alternate_screen || w.output_is_screen
+                        }),
+                        waited: Some(w),
+                    }
+                })
+                .collect();
+        Self { ended_by, results }
+    }
+
+    /// The text an agent reads: which process ended the wait and why, then
+    /// each process's part as a wait on it alone would show it.
+    pub(crate) fn text(&self, mode: Mode) -> String {
+        let label = |p: &WaitedProcess| match &p.name {
+            Some(n) => format!("{} {n:?}", p.id),
+            None => p.id.to_string(),
+        };
+        let mut out = match (mode, self.ended_by) {
+            (Mode::Any, Some(id)) => {
+                let p = self.results.iter().find(|p| p.id == id);
+                let why = p.map_or(String::new(), |p| p.reason.clone());
+                let who = p.map_or(id.to_string(), label);
+                format!("[ended by {who}: {why}]\n")
+            }
+            (Mode::All, _) => "[every wait ended]\n".to_owned(),
+            (Mode::Any, None) => {
+                "[every wait timed out; call process_wait again to keep waiting]\n".to_owned()
+            }
+        };
+        for p in &self.results {
+            let _ = writeln!(out, "--- {} ---", label(p));
+            match &p.waited {
+                Some(w) => {
+                    out.push_str(&w.text());
+                    out.push('\n');
+                }
+                None => out.push_str(
+                    "[pending: still waiting when the call returned; its output stays for process_read_new]\n",
+                ),
+            }
+        }
+        out.truncate(out.trim_end().len());
+        out
+    }
 }
 
 #[cfg(test)]

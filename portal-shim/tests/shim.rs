@@ -577,7 +577,7 @@ async fn programs_outlive_a_killed_shim() {
 }
 
 async fn shutdown_daemon(socket: &Path) {
-    let client = portal_proto::client::Client::connect(socket).await.unwrap();
+    let client = portal_client::client::Client::connect(socket).await.unwrap();
     client.rpc().shutdown(pb::ShutdownRequest {}).await.unwrap();
 }
 
@@ -589,7 +589,7 @@ async fn auto_starts_the_daemon_and_reconnects_after_it_dies() {
     let shim = spawn_shim(&socket, &data, true).await;
     let (t, _) = shim.ok("process_list", json!({})).await;
     assert_eq!(t, "No managed processes.");
-    let client = portal_proto::client::Client::connect(&socket).await.unwrap();
+    let client = portal_client::client::Client::connect(&socket).await.unwrap();
     let first_pid = client.info().pid;
     // The daemon dies under the shim: the next call starts a new one. (A
     // call that changes something, sent the moment after, could not tell a
@@ -601,7 +601,7 @@ async fn auto_starts_the_daemon_and_reconnects_after_it_dies() {
     assert_eq!(t, "No managed processes.");
     let (_, s) = shim.ok("process_start", json!({"command": "true"})).await;
     assert!(s["process"]["id"].as_u64().unwrap() >= 1);
-    let again = portal_proto::client::Client::connect(&socket).await.unwrap();
+    let again = portal_client::client::Client::connect(&socket).await.unwrap();
     assert_ne!(again.info().pid, first_pid);
     shutdown_daemon(&socket).await;
 }
@@ -622,7 +622,7 @@ async fn a_session_carries_on_across_a_live_upgrade() {
     let id = s["process"]["id"].as_u64().unwrap();
     assert_eq!(s["wait"]["reason"], json!("input_requested"), "{text}");
     shim.ok("process_run", json!({"id": id, "input": "x = 41"})).await;
-    let client = portal_proto::client::Client::connect(&socket).await.unwrap();
+    let client = portal_client::client::Client::connect(&socket).await.unwrap();
     let before = client.info().clone();
     client.rpc().upgrade(pb::UpgradeRequest { binary: String::new() }).await.unwrap();
     drop(client);
@@ -634,7 +634,7 @@ async fn a_session_carries_on_across_a_live_upgrade() {
         (json!("input_requested"), json!("42\n")),
         "{text}"
     );
-    let after = portal_proto::client::Client::connect(&socket).await.unwrap();
+    let after = portal_client::client::Client::connect(&socket).await.unwrap();
     assert_eq!(after.info().pid, before.pid);
     assert_ne!(after.info().started_at_ns, before.started_at_ns, "a new daemon answered");
     assert_eq!(after.info().upgraded_from, before.daemon_version);
@@ -659,7 +659,7 @@ async fn input_in_flight_when_the_daemon_dies_is_never_typed_twice() {
     let shim = spawn_shim(&socket, &dir.path().join("data"), true).await;
     let (_, s) = shim.ok("process_start", json!({"command": "cat", "pty": true})).await;
     let id = s["process"]["id"].as_u64().unwrap();
-    let client = portal_proto::client::Client::connect(&socket).await.unwrap();
+    let client = portal_client::client::Client::connect(&socket).await.unwrap();
     let pid = client.info().pid;
     let mut rpc = client.rpc();
     // A run whose wait never ends by itself: the daemon dies under it once

@@ -171,7 +171,7 @@ impl Config {
             data_dir,
             max_processes: DEFAULT_MAX_PROCESSES,
             kill_grace: DEFAULT_KILL_GRACE,
-            holder: portal_proto::paths::holder_binary()
+            holder: portal_client::paths::holder_binary()
                 .unwrap_or_else(|| PathBuf::from("portal-holder")),
             wait_ceiling: DEFAULT_WAIT_CEILING,
             retention: Retention {
@@ -189,7 +189,7 @@ impl Config {
     /// The database file inside the data directory.
     #[must_use]
     pub fn database(&self) -> PathBuf {
-        self.data_dir.join(portal_proto::paths::DATABASE_FILE)
+        self.data_dir.join(portal_client::paths::DATABASE_FILE)
     }
 }
 

@@ -18,7 +18,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::Context as _;
-use portal_proto::transport::{Conn, Listener};
+use portal_client::transport::{Conn, Listener};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
@@ -67,7 +67,7 @@ pub(crate) fn private_dir(dir: &Path, what: &str) -> anyhow::Result<()> {
             .with_context(|| format!("creating the {what} directory {}", dir.display()))?;
     }
     let meta = std::fs::metadata(dir).with_context(|| format!("reading {}", dir.display()))?;
-    let me = portal_proto::paths::uid();
+    let me = portal_client::paths::uid();
     if meta.uid() != me {
         anyhow::bail!(
             "refusing to use the {what} directory {}: it belongs to uid {}, not {me}",
@@ -146,7 +146,7 @@ impl Endpoint {
 
     fn bind_again(&self) -> anyhow::Result<Listener> {
         private_dir(socket_dir(&self.socket), "socket")?;
-        let listener = portal_proto::transport::listen(&self.socket)
+        let listener = portal_client::transport::listen(&self.socket)
             .with_context(|| format!("binding {}", self.socket.display()))?;
         *lock(&self.ours) = file_id(&self.socket);
         *lock(&self.current) = listener.duplicate_fd().ok();

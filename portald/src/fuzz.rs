@@ -110,7 +110,7 @@ proptest! {
         name in "[^\\x00]{0,30}",
     ) {
         let _ = signals::from_osc(&body);
-        let osc = portal_proto::osc3008::encode(state, &[("name", &name)]);
+        let osc = portal_client::osc3008::encode(state, &[("name", &name)]);
         // The body sits between "ESC ]" and the "ESC \" terminator.
         let inner = &osc.as_bytes()[2..osc.len() - 2];
         let report = signals::from_osc(inner);

@@ -6,8 +6,8 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Parser;
-use portal_proto::launch::EXIT_ALREADY_RUNNING;
-use portal_proto::paths;
+use portal_client::launch::EXIT_ALREADY_RUNNING;
+use portal_client::paths;
 use tokio_util::sync::CancellationToken;
 
 /// Portal's daemon: runs interactive programs on PTYs or pipes for agents and
@@ -156,7 +156,7 @@ fn main() -> ExitCode {
     let socket = args.socket.clone().unwrap_or_else(paths::socket_path);
     let data_dir = args.data_dir.clone().unwrap_or_else(paths::data_dir);
     if args.detach {
-        // Fails when we lead a process group, as portal-proto's launcher
+        // Fails when we lead a process group, as portal-client's launcher
         // makes us (so a Ctrl-C in the client's terminal never reaches us):
         // we then stay in that session, but in a group of our own with no
         // terminal, which the terminal's hangup does not reach either.

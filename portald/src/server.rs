@@ -63,7 +63,7 @@ pub enum StartError {
 /// A bound, locked, listening daemon that has not started serving yet.
 pub struct Listener {
     config: Config,
-    listener: portal_proto::transport::Listener,
+    listener: portal_client::transport::Listener,
     /// The data directory's lock, held while this daemon lives.
     lock: File,
     store: Store,
@@ -92,7 +92,7 @@ fn private_files(data_dir: &Path, database: &Path) -> anyhow::Result<()> {
             .with_context(|| format!("creating {}", database.display()))?;
     }
     let mut files =
-        vec![database.to_path_buf(), data_dir.join(portal_proto::paths::DAEMON_LOG_FILE)];
+        vec![database.to_path_buf(), data_dir.join(portal_client::paths::DAEMON_LOG_FILE)];
     for suffix in ["-wal", "-shm"] {
         let mut name = database.as_os_str().to_owned();
         name.push(suffix);
@@ -177,7 +177,7 @@ fn checked_handover(config: &Config) -> (Option<File>, Option<std::os::fd::Owned
 /// [`StartError::Failed`] for anything else (with the path involved).
 pub fn bind(config: &Config) -> Result<Listener, StartError> {
     let socket = config.socket.clone();
-    portal_proto::client::check_socket_path(&socket).map_err(|e| anyhow::anyhow!(e))?;
+    portal_client::client::check_socket_path(&socket).map_err(|e| anyhow::anyhow!(e))?;
     crate::endpoint::private_dir(crate::endpoint::socket_dir(&socket), "socket")?;
     crate::endpoint::private_dir(&config.data_dir, "data")?;
     private_files(&config.data_dir, &config.database())?;
@@ -205,9 +205,9 @@ pub fn bind(config: &Config) -> Result<Listener, StartError> {
             )
         })?;
     let listener = match inherited_listener {
-        Some(fd) => portal_proto::transport::Listener::from_inherited(fd)
+        Some(fd) => portal_client::transport::Listener::from_inherited(fd)
             .context("listening on the socket the previous portald handed over")?,
-        None => portal_proto::transport::listen(&socket)
+        None => portal_client::transport::listen(&socket)
             .with_context(|| format!("binding {}", socket.display()))?,
     };
     tracing::info!(socket = %socket.display(), database = %config.database().display(), "listening");

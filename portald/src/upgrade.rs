@@ -31,7 +31,7 @@ pub const CHECK_FLAG: &str = "--check-upgrade";
 
 /// The environment variable that carries a handover into the new binary:
 /// `listen=FD,lock=FD,fallback=FD,from=VERSION[,failed=REASON]`.
-pub const HANDOVER_ENV: &str = portal_proto::environ::HANDOVER_ENV;
+pub const HANDOVER_ENV: &str = portal_client::environ::HANDOVER_ENV;
 
 /// How long the new binary's self-check may take: it only prints constants.
 const CHECK_TIMEOUT: Duration = Duration::from_secs(10);

@@ -5,7 +5,7 @@
 
 use std::process::Command;
 
-use portal_proto::client::Client;
+use portal_client::client::Client;
 use portal_proto::v1 as pb;
 
 mod common;
@@ -49,7 +49,7 @@ async fn a_second_instance_exits_with_already_running() {
     first.connect().await;
     let second = spawn_daemon(d.path());
     let status = wait_child(second.child).await;
-    assert_eq!(status.code(), Some(portal_proto::launch::EXIT_ALREADY_RUNNING));
+    assert_eq!(status.code(), Some(portal_client::launch::EXIT_ALREADY_RUNNING));
     // The first one still answers.
     Client::connect(&first.socket).await.unwrap();
     assert!(unsafe_free_kill(first.child.id(), "INT"));
@@ -247,7 +247,7 @@ async fn another_user_is_refused_and_nothing_listens_on_the_network() {
             assert!(!inet.iter().any(|i| i == inode), "portald has a network socket open");
         }
     }
-    if portal_proto::paths::uid() == 0 {
+    if portal_client::paths::uid() == 0 {
         // Let another user reach the socket file, so the daemon's own check
         // is what refuses them.
         for p in [d.path(), socket.parent().unwrap()] {

@@ -10,7 +10,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 
 use common::*;
-use portal_proto::client::Client;
+use portal_client::client::Client;
 use portal_proto::v1 as pb;
 
 /// `portald` for `dir` (socket in `dir/s`, data in `dir/data`) started
@@ -162,7 +162,7 @@ os.execv(sys.argv[3], sys.argv[3:])
     let status = wait_child(second).await;
     assert_eq!(
         status.code(),
-        Some(portal_proto::launch::EXIT_ALREADY_RUNNING),
+        Some(portal_client::launch::EXIT_ALREADY_RUNNING),
         "a second daemon must not serve the same database"
     );
     // The first is undisturbed.

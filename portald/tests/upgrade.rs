@@ -8,7 +8,7 @@ use std::os::unix::fs::PermissionsExt as _;
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-use portal_proto::client::Client;
+use portal_client::client::Client;
 use portal_proto::v1 as pb;
 
 mod common;

@@ -1,33 +1,8 @@
-//! Portal's wire contract and what every client shares.
-//!
-//! - [`v1`]: the messages and the tonic client and server generated from
-//!   `portal/v1/portal.proto`, the only API between `portald` and its clients.
-//! - [`client`]: [`client::Client`], a verified connection to `portald` with
-//!   the protocol-version check.
-//! - [`transport`]: the platform seam for connections (Unix sockets, and
-//!   named pipes by the same API), with each peer's credentials.
-//! - [`launch`]: finding and auto-starting `portald` when nothing answers.
-//! - [`hosts`]: which portald to talk to: this machine's, or another's
-//!   named in the hosts file or by an `ssh://` URL.
-//! - [`ssh`] and [`dial`]: the two ends of a connection to another
-//!   machine's portald over the system `ssh` (`portal-cli dial-stdio`).
-//! - [`paths`]: where the socket, the database and the daemon log live.
-//! - [`names`]: the lowercase names clients show for the wire's enums.
-//! - [`environ`]: the caller's environment a start carries.
-//! - [`waits`]: one wait on several processes (the first to end, or all).
-
-pub mod client;
-pub mod dial;
-pub mod environ;
-pub mod hosts;
-pub mod launch;
-pub mod names;
-pub mod osc3008;
-pub mod paths;
-pub mod ssh;
-pub mod transport;
-pub mod waits;
-pub mod workspace;
+//! Portal's wire contract: the messages and gRPC service generated from
+//! `portal/v1/portal.proto` ([`v1`], the only API between `portald` and its
+//! clients) and the constants both ends must agree on. Everything a client
+//! does with them (connecting, auto-starting, other hosts, workspaces) is
+//! `portal-client`'s.
 
 /// Generated protobuf messages and gRPC stubs for package `portal.v1`.
 #[allow(
@@ -53,3 +28,8 @@ pub const MAX_MESSAGE_BYTES: usize = 32 << 20;
 /// Largest single Write the daemon accepts. A program that never reads must
 /// not make the daemon hold unbounded input; 16 MiB covers any paste.
 pub const MAX_WRITE_BYTES: usize = 16 << 20;
+
+/// What a daemon that is going away (a stop, a live upgrade) says in the
+/// status of a call it refused without doing anything: a client that finds
+/// it in the message may repeat the call as it is.
+pub const NOTHING_DONE: &str = "nothing was done: retry";

@@ -18,7 +18,7 @@ use anyhow::Context as _;
 use bytes::Bytes;
 use crossterm::event::{Event, EventStream, KeyEventKind};
 use futures::StreamExt as _;
-use portal_proto::client::Client;
+use portal_client::client::Client;
 use portal_proto::v1 as pb;
 use portal_proto::v1::portal_client::PortalClient;
 use ratatui::Terminal;
@@ -238,10 +238,10 @@ impl Dash<'_> {
     /// Connects again (starting portald only when asked: a daemon stopped
     /// on purpose stays stopped) and follows its changes.
     async fn reconnect(&mut self, autostart: bool) -> Option<tonic::Streaming<pb::ChangesEvent>> {
-        let mut opts = portal_proto::launch::LaunchOptions::from_env();
+        let mut opts = portal_client::launch::LaunchOptions::from_env();
         opts.autostart =
             autostart && !crate::NO_AUTOSTART.load(std::sync::atomic::Ordering::Relaxed);
-        let target = crate::TARGET.get().cloned().unwrap_or(portal_proto::hosts::Target::Local);
+        let target = crate::TARGET.get().cloned().unwrap_or(portal_client::hosts::Target::Local);
         match Client::connect_to(&target, &opts).await {
             Ok(client) => self.rpc = client.rpc(),
             Err(e) => {
@@ -375,7 +375,7 @@ impl Dash<'_> {
             Ok(attach::End::Exited(p)) => {
                 format!(
                     "{id} {}: {}",
-                    portal_proto::names::status(p.status()),
+                    portal_client::names::status(p.status()),
                     crate::fmt::exit_text(&p)
                 )
             }

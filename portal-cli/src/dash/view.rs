@@ -4,7 +4,7 @@
 //! message, or the keys). Colours follow urgency; with `NO_COLOR` the
 //! selection is shown reversed and nothing else is coloured.
 
-use portal_proto::names;
+use portal_client::names;
 use portal_proto::v1 as pb;
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};

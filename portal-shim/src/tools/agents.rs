@@ -1,6 +1,6 @@
 //! The agent monitor's tools: list, watch, wait, send and hooks.
 
-use portal_proto::names;
+use portal_client::names;
 use portal_proto::v1 as pb;
 
 use super::{Progress, Reply, Shim};

@@ -13,7 +13,7 @@ use crate::args::{
 use crate::catalog::{ToolId, tool_rows};
 use crate::results::{
     AgentOutcomes, AgentsListed, AgentsWatched, Done, HooksReported, Inspected, KeysSent,
-    KilledAll, Listed, Output, Program, Screen, Searched, Signalled, Started, Waited,
+    KilledAll, Listed, Output, Program, Screen, Searched, Signalled, Started, WaitReply, Waited,
     WorkspaceReport, Written,
 };
 use crate::schema::without_nulls;
@@ -39,8 +39,6 @@ mod registry;
 mod search;
 mod waits;
 mod workspace;
-
-pub(crate) use waits::WaitReply;
 
 use crate::errors::{error_text, in_tool_terms};
 use crate::hosts::{HOST_ARG, HostLinks};
@@ -394,7 +392,7 @@ impl Shim {
             },
             (h, _) => h,
         };
-        if tool == ToolId::ProcessList && host.as_deref() == Some(portal_proto::hosts::ALL) {
+        if tool == ToolId::ProcessList && host.as_deref() == Some(portal_client::hosts::ALL) {
             return Some(self.list_everywhere().await);
         }
         let shim = match self.on_host(host.as_deref()) {
@@ -520,7 +518,7 @@ impl ServerHandler for Shim {
             .or_else(|| context.peer.peer_info().map(|info| info.client_info.clone()));
         if let Some(c) = client {
             crate::audience::client_is(&c.name);
-            portal_proto::client::set_identity(format!(
+            portal_client::identity::set_identity(format!(
                 "{} {} via portal-shim (pid {})",
                 c.name,
                 c.version,

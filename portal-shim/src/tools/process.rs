@@ -2,7 +2,7 @@
 //! clear, clean up, screen and keys.
 
 use bytes::Bytes;
-use portal_proto::names;
+use portal_client::names;
 use portal_proto::v1 as pb;
 
 use super::{Progress, Reply, Shim, by_id};
@@ -69,13 +69,13 @@ impl Shim {
         let remote = self.host.is_some();
         let env_from = a.env_from.map_or(
             if remote {
-                portal_proto::environ::EnvFrom::Daemon
+                portal_client::environ::EnvFrom::Daemon
             } else {
-                portal_proto::environ::EnvFrom::Caller
+                portal_client::environ::EnvFrom::Caller
             },
             Into::into,
         );
-        portal_proto::environ::apply(&mut req, env_from, remote)
+        portal_client::environ::apply(&mut req, env_from, remote)
             .map_err(|e| format!("Error: env_from: {e}"))?;
         let p = self
             .call_once(None, |mut c| {

@@ -1,11 +1,11 @@
 //! The workspace tools: up, status and down of a fleet described in
-//! `portal.toml` (or given inline), through `portal_proto::workspace`, the
+//! `portal.toml` (or given inline), through `portal_client::workspace`, the
 //! same code `portal-cli up/down/status` runs. `workspace_up` reports each
 //! step as a progress notification while it waits for members to be ready.
 
-use portal_proto::names;
+use portal_client::names;
+use portal_client::workspace::{self, MemberState, UpError, Workspace};
 use portal_proto::v1 as pb;
-use portal_proto::workspace::{self, MemberState, UpError, Workspace};
 use rmcp::model::ProgressNotificationParam;
 
 use super::{Progress, Reply, Shim};

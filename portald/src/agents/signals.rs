@@ -7,7 +7,7 @@
 //! percent-encoded (RFC 3986 unreserved characters literal) so a name cannot
 //! forge a field. Unknown keys are ignored; the last of a repeated key wins.
 
-use portal_proto::osc3008::percent_decode;
+use portal_client::osc3008::percent_decode;
 
 use super::{AgentEvent, AgentState, Source};
 
@@ -266,7 +266,7 @@ mod tests {
     #[test]
     fn encoded_values_cannot_forge_fields() {
         let osc =
-            portal_proto::osc3008::encode("done", &[("name", "x;state=idle"), ("event", "Stop")]);
+            portal_client::osc3008::encode("done", &[("name", "x;state=idle"), ("event", "Stop")]);
         let body = osc.trim_start_matches("\x1b]").trim_end_matches("\x1b\\");
         let r = from_osc(body.as_bytes()).unwrap();
         match r.event {

@@ -2,12 +2,12 @@
 //! `SO_PEERCRED`, read by the transport and given to each call as its
 //! [`Peer`]) must equal the daemon's. Missing credentials fail closed.
 
-use portal_proto::transport::Peer;
+use portal_client::transport::Peer;
 use tonic::{Request, Status};
 
 /// Interceptor applied to every call.
 pub(crate) fn check_peer(req: Request<()>) -> Result<Request<()>, Status> {
-    let me = portal_proto::paths::uid();
+    let me = portal_client::paths::uid();
     let peer = req.extensions().get::<Peer>().and_then(|p| p.uid);
     match peer {
         Some(uid) if uid == me => Ok(req),

@@ -9,7 +9,7 @@
 use std::collections::HashMap;
 use std::sync::Mutex;
 
-use portal_proto::transport::Peer;
+use portal_client::transport::Peer;
 use tonic::{Request, Status};
 
 use crate::proc::Origin;

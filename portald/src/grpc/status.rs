@@ -52,7 +52,7 @@ impl From<ProcError> for Status {
 impl From<DaemonError> for Status {
     fn from(err: DaemonError) -> Self {
         let code = code(&err);
-        let mut msg = portal_proto::client::error_chain(&err);
+        let mut msg = portal_client::error::error_chain(&err);
         if code == Code::Internal {
             tracing::error!(error = %msg, "internal error");
             msg.push_str(" (see the portald log)");

@@ -261,7 +261,7 @@ pub(crate) enum ProcError {
     },
     /// The daemon is shutting down or handing over (a live upgrade); the
     /// request was not carried out.
-    #[error("portald is shutting down or being upgraded; {}", portal_proto::client::NOTHING_DONE)]
+    #[error("portald is shutting down or being upgraded; {}", portal_proto::NOTHING_DONE)]
     ShuttingDown,
     /// The daemon went away after a run had typed its input, before the
     /// wait for its result ended.

@@ -62,7 +62,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use clap::Parser;
-use portal_proto::client::Client;
+use portal_client::client::Client;
 use portal_proto::v1 as pb;
 use portal_proto::v1::portal_client::PortalClient;
 use portal_tests::sshd::Sshd;
@@ -235,7 +235,7 @@ impl Daemon {
             .stderr(Stdio::inherit())
             .spawn()
             .context("starting portald")?;
-        let opts = portal_proto::launch::LaunchOptions {
+        let opts = portal_client::launch::LaunchOptions {
             socket: socket.clone(),
             data_dir: None,
             autostart: false,
@@ -243,7 +243,7 @@ impl Daemon {
         };
         let deadline = Instant::now() + Duration::from_secs(10);
         let client = loop {
-            match portal_proto::launch::connect_or_start(&opts).await {
+            match portal_client::launch::connect_or_start(&opts).await {
                 Ok(c) => break c,
                 Err(e) if Instant::now() > deadline => return Err(e.into()),
                 Err(_) => tokio::time::sleep(Duration::from_millis(10)).await,
@@ -637,11 +637,11 @@ async fn ssh(sizes: &Sizes, rows: &mut Vec<Row>) -> anyhow::Result<()> {
         }
         Err(why) => anyhow::bail!("cannot start sshd: {why}"),
     };
-    let hosts = portal_proto::hosts::Hosts::parse(
+    let hosts = portal_client::hosts::Hosts::parse(
         sshd.box_only.clone(),
         &std::fs::read_to_string(&sshd.box_only)?,
     )?;
-    let portal_proto::hosts::Target::Remote(remote) = hosts.resolve("box")? else {
+    let portal_client::hosts::Target::Remote(remote) = hosts.resolve("box")? else {
         anyhow::bail!("box is not remote")
     };
     // Connecting: what every portal-cli command with --host pays once.
@@ -666,7 +666,7 @@ async fn ssh(sizes: &Sizes, rows: &mut Vec<Row>) -> anyhow::Result<()> {
     }
     // The same through a connection shared by ssh's ControlMaster (set up
     // in the user's ssh configuration): the first makes the master.
-    let mux = portal_proto::hosts::Remote {
+    let mux = portal_client::hosts::Remote {
         ssh_args: vec!["-F".into(), sshd.mux_config.display().to_string()],
         ..remote.clone()
     };

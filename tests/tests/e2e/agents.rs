@@ -331,7 +331,7 @@ async fn a_retried_send_is_not_typed_twice_and_sends_never_interleave() {
     // Many clients at once, each its own connection.
     let mut tasks = Vec::new();
     for i in 0..12 {
-        let client = portal_proto::client::Client::connect(&d.socket()).await.unwrap();
+        let client = portal_client::client::Client::connect(&d.socket()).await.unwrap();
         let text = format!("<message {i} {}>", "x".repeat(200 + i * 50));
         let req = send(&text, "");
         tasks.push(tokio::spawn(async move {
@@ -359,7 +359,7 @@ async fn agent_history_survives_a_daemon_restart() {
     let listener = portald::bind(&config).unwrap();
     let shutdown = tokio_util::sync::CancellationToken::new();
     let task = tokio::spawn(portald::serve(listener, shutdown.clone()));
-    let client = portal_proto::client::Client::connect(&config.socket).await.unwrap();
+    let client = portal_client::client::Client::connect(&config.socket).await.unwrap();
     let mut rpc = client.rpc();
     let p = start_pty(&mut rpc, "sh", &["-c", &format!("{}; read x", osc("done", "kept"))], 24, 80)
         .await;
@@ -369,7 +369,7 @@ async fn agent_history_survives_a_daemon_restart() {
     let listener = portald::bind(&config).unwrap();
     let shutdown = tokio_util::sync::CancellationToken::new();
     let task = tokio::spawn(portald::serve(listener, shutdown.clone()));
-    let client = portal_proto::client::Client::connect(&config.socket).await.unwrap();
+    let client = portal_client::client::Client::connect(&config.socket).await.unwrap();
     let w = client
         .rpc()
         .agent_watch(pb::AgentWatchRequest {

@@ -7,7 +7,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
-use portal_proto::client::Client;
+use portal_client::client::Client;
 use portal_proto::v1 as pb;
 use portal_tests::*;
 

@@ -33,7 +33,7 @@ async fn a_stale_socket_is_replaced_and_removed_at_shutdown() {
     let listener = portald::bind(&config).expect("bind over a stale socket");
     let shutdown = tokio_util::sync::CancellationToken::new();
     let task = tokio::spawn(portald::serve(listener, shutdown.clone()));
-    portal_proto::client::Client::connect(&config.socket).await.unwrap();
+    portal_client::client::Client::connect(&config.socket).await.unwrap();
     shutdown.cancel();
     bounded("shutdown", task).await.unwrap().unwrap();
     assert!(!config.socket.exists(), "socket left behind");

@@ -63,7 +63,7 @@ async fn retention_trims_the_oldest_output_and_reads_say_where_history_begins() 
 async fn a_full_database_trims_the_oldest_history_and_the_daemon_keeps_working() {
     let _disk = ONE_AT_A_TIME.lock().await;
     let d = TestDaemon::start_with(|c| c.retention.max_db_bytes = Some(3 << 20)).await;
-    let db = d.dir.path().join("data").join(portal_proto::paths::DATABASE_FILE);
+    let db = d.dir.path().join("data").join(portal_client::paths::DATABASE_FILE);
     let mut rpc = d.rpc();
     // Two processes of 2.7 MB each: the second cannot fit beside the first.
     let a = start_pipes(&mut rpc, "seq", &["1", "400000"]).await;
@@ -158,7 +158,7 @@ impl Drop for Mounted {
 #[tokio::test]
 async fn a_real_full_disk_trims_keeps_the_newest_output_and_the_exit() {
     let _disk = ONE_AT_A_TIME.lock().await;
-    if portal_proto::paths::uid() != 0 {
+    if portal_client::paths::uid() != 0 {
         eprintln!("skipped: mounting a small tmpfs needs root");
         return;
     }
@@ -176,7 +176,7 @@ async fn a_real_full_disk_trims_keeps_the_newest_output_and_the_exit() {
     }
     let _unmount = Mounted(config.data_dir.clone());
     let (task, shutdown) = serve_in(&config);
-    let client = portal_proto::client::Client::connect(&config.socket).await.unwrap();
+    let client = portal_client::client::Client::connect(&config.socket).await.unwrap();
     let mut rpc = client.rpc();
     // 150 MB of output into a 48 MiB filesystem, then a last line and an exit.
     let script = "yes 0123456789abcdefghij0123456789abcdefghij | head -c 150000000; echo; echo LAST-LINE; exit 3";
@@ -237,7 +237,7 @@ async fn a_real_full_disk_trims_keeps_the_newest_output_and_the_exit() {
         while fill.write_all(&block[..512]).is_ok() {}
     }
     let (task, shutdown) = serve_in(&config);
-    let client = portal_proto::client::Client::connect(&config.socket).await.unwrap();
+    let client = portal_client::client::Client::connect(&config.socket).await.unwrap();
     let mut rpc = client.rpc();
     let back = rpc.inspect(pb::InspectRequest { proc: by_id(p.id) }).await.unwrap().into_inner();
     assert_eq!((back.status(), back.exit_code), (pb::Status::Exited, Some(3)));
@@ -273,7 +273,7 @@ async fn a_database_deleted_under_the_daemon_is_reported() {
 /// this machine cannot (not root, or no mount), which fails under CI: CI
 /// runs as root and must run these tests.
 fn mount_tmpfs(dir: &std::path::Path, size: &str) -> Option<Mounted> {
-    let why = if portal_proto::paths::uid() != 0 {
+    let why = if portal_client::paths::uid() != 0 {
         "mounting a small tmpfs needs root"
     } else if std::process::Command::new("mount")
         .args(["-t", "tmpfs", "-o", &format!("size={size},mode=0700"), "tmpfs"])
@@ -325,7 +325,7 @@ async fn a_flood_keeps_the_data_directory_within_the_limit_and_its_margin() {
     config.retention.total = LIMIT;
     let margin = config.retention.disk_margin();
     let (task, shutdown) = serve_in(&config);
-    let client = portal_proto::client::Client::connect(&config.socket).await.unwrap();
+    let client = portal_client::client::Client::connect(&config.socket).await.unwrap();
     let mut rpc = client.rpc();
     // Sample the directory's size while the flood runs.
     let data = config.data_dir.clone();
@@ -459,7 +459,7 @@ async fn exits_shown_while_another_writer_fills_the_disk_survive_a_restart() {
     std::fs::create_dir_all(&config.data_dir).unwrap();
     let Some(_unmount) = mount_tmpfs(&config.data_dir, "64m") else { return };
     let (task, shutdown) = serve_in(&config);
-    let client = portal_proto::client::Client::connect(&config.socket).await.unwrap();
+    let client = portal_client::client::Client::connect(&config.socket).await.unwrap();
     let mut rpc = client.rpc();
     // Five programs that each print a little, wait for a line, print 8 MB
     // more and exit with their own code.
@@ -507,7 +507,7 @@ async fn exits_shown_while_another_writer_fills_the_disk_survive_a_restart() {
     // After a restart, on the same nearly full disk, every exit shown is
     // there with its code.
     let (task, shutdown) = serve_in(&config);
-    let client = portal_proto::client::Client::connect(&config.socket).await.unwrap();
+    let client = portal_client::client::Client::connect(&config.socket).await.unwrap();
     let mut rpc = client.rpc();
     for (id, code) in shown {
         let back = rpc.inspect(pb::InspectRequest { proc: by_id(id) }).await.unwrap().into_inner();

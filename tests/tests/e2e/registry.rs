@@ -55,7 +55,7 @@ async fn registry_survives_a_daemon_restart() {
         let listener = portald::bind(&config).unwrap();
         let shutdown = tokio_util::sync::CancellationToken::new();
         let task = tokio::spawn(portald::serve(listener, shutdown.clone()));
-        let client = portal_proto::client::Client::connect(&config.socket).await.unwrap();
+        let client = portal_client::client::Client::connect(&config.socket).await.unwrap();
         let mut rpc = client.rpc();
         let r = rpc
             .program_record(pb::ProgramRecordRequest {

@@ -23,7 +23,7 @@ async fn a_failed_run_is_restarted_under_its_name_until_the_limit() {
     let listener = portald::bind(&config).unwrap();
     let shutdown = tokio_util::sync::CancellationToken::new();
     let task = tokio::spawn(portald::serve(listener, shutdown.clone()));
-    let mut rpc = portal_proto::client::Client::connect(&config.socket).await.unwrap().rpc();
+    let mut rpc = portal_client::client::Client::connect(&config.socket).await.unwrap().rpc();
     let req = pb::StartRequest {
         command: "sh".into(),
         args: vec!["-c".into(), "echo run; exit 3".into()],
@@ -81,7 +81,7 @@ async fn a_failed_run_is_restarted_under_its_name_until_the_limit() {
     let listener = portald::bind(&config).unwrap();
     let shutdown = tokio_util::sync::CancellationToken::new();
     let task = tokio::spawn(portald::serve(listener, shutdown.clone()));
-    let mut rpc = portal_proto::client::Client::connect(&config.socket).await.unwrap().rpc();
+    let mut rpc = portal_client::client::Client::connect(&config.socket).await.unwrap().rpc();
     let named = inspect_name(&mut rpc, "flaky").await;
     assert_eq!(named.id, taken.id);
     let old =

@@ -86,7 +86,7 @@ async fn the_log_is_private_at_rest_whatever_the_umask() {
     let d = TestDaemon::start_with(|c| {
         std::fs::create_dir_all(&c.data_dir).unwrap();
         std::fs::set_permissions(&c.data_dir, std::fs::Permissions::from_mode(0o755)).unwrap();
-        let log = c.data_dir.join(portal_proto::paths::DAEMON_LOG_FILE);
+        let log = c.data_dir.join(portal_client::paths::DAEMON_LOG_FILE);
         std::fs::write(&log, b"old log\n").unwrap();
         std::fs::set_permissions(&log, std::fs::Permissions::from_mode(0o644)).unwrap();
     })
@@ -101,7 +101,7 @@ async fn the_log_is_private_at_rest_whatever_the_umask() {
         assert!(path.exists(), "{name} missing");
         assert_eq!(mode(&path), 0o600, "{name}");
     }
-    if portal_proto::paths::uid() == 0 {
+    if portal_client::paths::uid() == 0 {
         // Another user cannot read any of it, even with the path.
         std::fs::set_permissions(d.dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
         for name in ["", "portal.db", "portal.db-wal", "portald.log"] {

@@ -5,7 +5,7 @@
 
 use std::collections::HashMap;
 
-use crate::v1 as pb;
+use portal_proto::v1 as pb;
 
 /// Where a program's environment starts, as a client offers the choice.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

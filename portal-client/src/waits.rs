@@ -15,8 +15,8 @@
 use futures_util::stream::{FuturesUnordered, StreamExt as _};
 use tonic::transport::Channel;
 
-use crate::v1 as pb;
-use crate::v1::portal_client::PortalClient;
+use portal_proto::v1 as pb;
+use portal_proto::v1::portal_client::PortalClient;
 
 type Rpc = PortalClient<Channel>;
 

@@ -1,7 +1,7 @@
 //! The client end of a connection over SSH: runs the system `ssh` with
 //! `portal-cli dial-stdio` as the remote command and hands its stdin and
 //! stdout to gRPC as one byte stream, after reading the handshake
-//! ([`crate::dial`]).
+//! ([`crate::handshake`]) that the remote end ([`crate::dial`]) writes.
 //!
 //! The user's own OpenSSH does the work, so keys, agents, `~/.ssh/config`,
 //! jump hosts and ControlMaster all apply, and nothing listens on the
@@ -20,9 +20,10 @@ use tokio::io::{
 };
 use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 
-use crate::client::ClientError;
-use crate::dial::Handshake;
+use crate::error::ClientError;
+use crate::handshake::Handshake;
 use crate::hosts::{ENV_SSH, Remote};
+use crate::identity::identity;
 
 /// How long ssh may take to connect (its `ConnectTimeout`): long enough for
 /// a slow route, short enough that a host that is down is said in seconds.
@@ -148,7 +149,7 @@ pub fn command_line(remote: &Remote, autostart: bool) -> Vec<String> {
         remote_cmd.push_str(" --no-autostart");
     }
     // Every connection, made again after a drop too, says who it is for.
-    if let Some(who) = crate::client::identity() {
+    if let Some(who) = identity() {
         remote_cmd.push_str(" --as ");
         remote_cmd.push_str(&shell_words::quote(who));
     }
@@ -190,12 +191,12 @@ pub async fn dial(remote: &Remote, autostart: bool) -> Result<SshConn, ClientErr
     let handshake = tokio::time::timeout(HANDSHAKE_TIMEOUT, read_handshake(&mut reader)).await;
     let failure = match handshake {
         Ok(Ok(Handshake::Ready { protocol, version })) => {
-            if protocol == crate::PROTOCOL_VERSION {
+            if protocol == portal_proto::PROTOCOL_VERSION {
                 return Ok(SshConn { reader, writer: stdin, ssh: Some(child) });
             }
             return Err(ClientError::VersionSkew {
                 host: remote.label.clone(),
-                local_protocol: crate::PROTOCOL_VERSION,
+                local_protocol: portal_proto::PROTOCOL_VERSION,
                 local_version: env!("CARGO_PKG_VERSION").to_owned(),
                 remote_protocol: Some(protocol),
                 remote_version: version,
@@ -311,7 +312,7 @@ fn classify(remote: &Remote, code: Option<i32>, stderr: &str, printed: &str) -> 
         // A portal-cli from before dial-stdio existed.
         return ClientError::VersionSkew {
             host,
-            local_protocol: crate::PROTOCOL_VERSION,
+            local_protocol: portal_proto::PROTOCOL_VERSION,
             local_version: env!("CARGO_PKG_VERSION").to_owned(),
             remote_protocol: None,
             remote_version: String::new(),
@@ -366,7 +367,7 @@ mod tests {
         let n = args.len();
         assert_eq!(&args[n - 3..n - 1], ["--", "h"]);
         assert_eq!(args[n - 1], "'/opt/my portal/portal-cli' dial-stdio --no-autostart");
-        crate::client::set_identity("agent [1] (a@h)".into());
+        crate::identity::set_identity("agent [1] (a@h)".into());
         let said = command_line(&remote("q"), true);
         assert!(said.last().unwrap().ends_with(" dial-stdio --as 'agent [1] (a@h)'"), "{said:?}");
         let home = Remote { portal: "~/.cargo/bin/portal-cli".into(), ..remote("q") };

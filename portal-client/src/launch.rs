@@ -5,12 +5,18 @@
 //! own session, surviving the client) and waits, bounded, until it answers. Two
 //! clients racing end with one daemon: the loser's daemon finds the lock taken
 //! and exits with [`EXIT_ALREADY_RUNNING`], and both clients connect to the winner.
+//!
+//! [`Client::connect_to`], the connection every client command makes, is
+//! here rather than beside the rest of [`Client`]: for this machine it is
+//! [`connect_or_start`], and `client` sits below this module.
 
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::client::{Client, ClientError};
+use crate::client::Client;
+use crate::error::ClientError;
+use crate::hosts::Target;
 
 /// Exit code of `portald` when another daemon already holds the socket's lock
 /// (EX_TEMPFAIL from sysexits.h: "try again later" is exactly what a racing
@@ -105,6 +111,20 @@ pub async fn connect_or_start(opts: &LaunchOptions) -> Result<Client, ClientErro
         // listening; the backoff keeps it cheap and bounded by the deadline.
         tokio::time::sleep(delay).await;
         delay = (delay * 2).min(Duration::from_millis(50));
+    }
+}
+
+impl Client {
+    /// Connects to `target`: this machine's daemon (started when
+    /// `opts.autostart` and nothing answers), or a remote one over SSH.
+    ///
+    /// # Errors
+    /// As [`connect_or_start`] or [`Client::connect_remote`].
+    pub async fn connect_to(target: &Target, opts: &LaunchOptions) -> Result<Self, ClientError> {
+        match target {
+            Target::Local => connect_or_start(opts).await,
+            Target::Remote(r) => Self::connect_remote(r, opts.autostart).await,
+        }
     }
 }
 

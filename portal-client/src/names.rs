@@ -2,7 +2,7 @@
 //! `awaiting_input`, `screen_stable`…), the same in the CLI's tables and
 //! JSON and in the MCP shim's results.
 
-use crate::v1 as pb;
+use portal_proto::v1 as pb;
 
 /// A process status.
 #[must_use]

@@ -7,71 +7,18 @@
 //! daemon sees an ordinary local connection, from the uid ssh logged in as,
 //! and checks it as it checks every peer.
 //!
-//! Before the first gRPC byte, this side writes one line, the handshake:
-//! `portal-dial-stdio/1 protocol=<N> version=<crate version>` when its
-//! daemon answered, or `portal-dial-stdio/1 error=<text>` when it could not
-//! reach one. The client reads it to tell "ssh connected and Portal is
-//! there, speaking protocol N" from every way that can fail, and to say
-//! which side to upgrade when the protocols differ.
+//! Before the first gRPC byte, this side writes one line, the handshake
+//! ([`crate::handshake`]): its daemon answered, speaking protocol N, or why
+//! it could not reach one.
 
 use std::os::fd::{AsFd as _, BorrowedFd, OwnedFd};
 
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt as _};
 
-use crate::client::{ClientError, dial_verified};
+use crate::client::dial_verified;
+use crate::error::ClientError;
+use crate::handshake::Handshake;
 use crate::launch::{LaunchOptions, connect_or_start};
-
-/// What every handshake line starts with; the `/1` is the version of this
-/// framing, not of the gRPC protocol.
-pub const HANDSHAKE_PREFIX: &str = "portal-dial-stdio/1 ";
-
-/// A handshake line, parsed.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Handshake {
-    /// The remote side reached its daemon; gRPC follows.
-    Ready {
-        /// The remote side's wire protocol version.
-        protocol: u32,
-        /// The remote side's crate version.
-        version: String,
-    },
-    /// The remote side could not reach its daemon; the connection ends.
-    Failed(String),
-}
-
-impl Handshake {
-    /// The line this side writes (with its newline).
-    #[must_use]
-    pub fn line(&self) -> String {
-        match self {
-            Handshake::Ready { protocol, version } => {
-                format!("{HANDSHAKE_PREFIX}protocol={protocol} version={version}\n")
-            }
-            // One line: the message's own newlines would end it early.
-            Handshake::Failed(e) => format!("{HANDSHAKE_PREFIX}error={}\n", e.replace('\n', " ")),
-        }
-    }
-
-    /// Parses a line (without its newline); `None` when it is not a
-    /// handshake (a login banner, say).
-    #[must_use]
-    pub fn parse(line: &str) -> Option<Self> {
-        let rest = line.trim_end_matches('\r').strip_prefix(HANDSHAKE_PREFIX)?;
-        if let Some(e) = rest.strip_prefix("error=") {
-            return Some(Handshake::Failed(e.to_owned()));
-        }
-        let mut protocol = None;
-        let mut version = String::new();
-        for field in rest.split_whitespace() {
-            match field.split_once('=') {
-                Some(("protocol", p)) => protocol = p.parse().ok(),
-                Some(("version", v)) => v.clone_into(&mut version),
-                _ => {}
-            }
-        }
-        Some(Handshake::Ready { protocol: protocol?, version })
-    }
-}
 
 /// Connects standard input and output to the daemon at `opts.socket`
 /// (starting it when `opts.autostart`), after the handshake line. Returns
@@ -176,7 +123,7 @@ where
         }
     };
     let hello = Handshake::Ready {
-        protocol: crate::PROTOCOL_VERSION,
+        protocol: portal_proto::PROTOCOL_VERSION,
         version: env!("CARGO_PKG_VERSION").to_owned(),
     };
     let broken = |e: std::io::Error| ClientError::Unavailable {
@@ -200,24 +147,6 @@ where
 mod tests {
     #![allow(clippy::unwrap_used, reason = "tests fail loudly")]
     use super::*;
-
-    #[test]
-    fn handshake_lines_round_trip() {
-        for h in [
-            Handshake::Ready { protocol: 7, version: "1.2.3".into() },
-            Handshake::Failed("cannot reach portald: no such file".into()),
-        ] {
-            let line = h.line();
-            assert!(line.ends_with('\n') && line.matches('\n').count() == 1, "{line:?}");
-            assert_eq!(Handshake::parse(line.trim_end()), Some(h));
-        }
-        assert_eq!(
-            Handshake::parse(Handshake::Failed("a\nb".into()).line().trim_end()),
-            Some(Handshake::Failed("a b".into()))
-        );
-        assert_eq!(Handshake::parse("Welcome to host"), None);
-        assert_eq!(Handshake::parse("portal-dial-stdio/1 version=1"), None, "no protocol");
-    }
 
     #[tokio::test]
     async fn without_a_daemon_the_handshake_says_why() {

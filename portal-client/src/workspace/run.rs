@@ -19,8 +19,8 @@ use tonic::transport::Channel;
 
 use super::file::{Member, Ready, Restart, Workspace};
 use crate::environ::EnvFrom;
-use crate::v1 as pb;
-use crate::v1::portal_client::PortalClient;
+use portal_proto::v1 as pb;
+use portal_proto::v1::portal_client::PortalClient;
 
 type Rpc = PortalClient<Channel>;
 
