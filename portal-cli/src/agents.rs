@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use clap::{Args, Subcommand, ValueEnum};
 use portal_client::client::Client;
-use portal_client::names;
+use portal_client::vocab;
 use portal_proto::v1 as pb;
 use serde_json::json;
 
@@ -17,9 +17,9 @@ use crate::{Failure, JsonFlag, Outcome};
 /// Agent states by the names every client shows ([`names::agent_state`]).
 fn agent_state_parser() -> impl clap::builder::TypedValueParser<Value = pb::AgentState> {
     let names: Vec<&'static str> =
-        names::AGENT_STATES.iter().map(|s| names::agent_state(*s)).collect();
+        vocab::AgentState::ATTENTION.iter().map(|s| s.as_str()).collect();
     clap::builder::TypedValueParser::map(clap::builder::PossibleValuesParser::new(names), |name| {
-        names::agent_state_named(&name).unwrap_or(pb::AgentState::Unknown)
+        vocab::AgentState::parse(&name).map(pb::AgentState::from).unwrap_or(pb::AgentState::Unknown)
     })
 }
 
@@ -132,9 +132,13 @@ pub(crate) async fn statusline(a: &StatuslineArgs) -> Outcome {
         let (state, text) = l.split_once('=').ok_or_else(|| {
             anyhow::anyhow!("--label {l:?}: write STATE=TEXT, e.g. --label wait=⏳")
         })?;
-        let state = portal_client::names::AGENT_STATES
+        let state = vocab::AgentState::ATTENTION
             .into_iter()
-            .find(|s| names::agent_state_label(*s) == state || names::agent_state(*s) == state)
+            .map(pb::AgentState::from)
+            .find(|s| {
+                vocab::AgentState::from(*s).label() == state
+                    || vocab::AgentState::from(*s).as_str() == state
+            })
             .ok_or_else(|| {
                 anyhow::anyhow!(
                     "--label {l:?}: {state:?} is no agent state (wait, done, run, idle, exit, ?)"
@@ -154,11 +158,12 @@ pub(crate) async fn statusline(a: &StatuslineArgs) -> Outcome {
     };
     let line = tally(&agents, &labels, a);
     if a.out.json {
-        let counts: serde_json::Map<String, serde_json::Value> = portal_client::names::AGENT_STATES
+        let counts: serde_json::Map<String, serde_json::Value> = vocab::AgentState::ATTENTION
             .into_iter()
+            .map(pb::AgentState::from)
             .map(|s| {
                 let n = agents.iter().filter(|x| x.state() == s).count();
-                (names::agent_state(s).to_owned(), json!(n))
+                (vocab::AgentState::from(s).as_str().to_owned(), json!(n))
             })
             .collect();
         print_json(&json!({ "line": line, "counts": counts }));
@@ -174,8 +179,9 @@ fn tally(
     labels: &std::collections::HashMap<pb::AgentState, String>,
     a: &StatuslineArgs,
 ) -> String {
-    let parts: Vec<String> = portal_client::names::AGENT_STATES
+    let parts: Vec<String> = vocab::AgentState::ATTENTION
         .into_iter()
+        .map(pb::AgentState::from)
         .filter(|s| !(a.no_exited && *s == pb::AgentState::Exited))
         .filter_map(|s| {
             let n = agents
@@ -187,7 +193,8 @@ fn tally(
                 })
                 .count();
             (n > 0).then(|| {
-                let label = labels.get(&s).map_or(names::agent_state_label(s), String::as_str);
+                let label =
+                    labels.get(&s).map_or(vocab::AgentState::from(s).label(), String::as_str);
                 a.format.replace("{label}", label).replace("{count}", &n.to_string())
             })
         })
@@ -201,10 +208,10 @@ fn ms(d: Option<Duration>) -> u64 {
 
 fn agent_json(a: &pb::Agent) -> serde_json::Value {
     json!({
-        "id": a.id, "process_name": a.process_name, "name": a.name, "kind": a.kind, "state": names::agent_state(a.state()),
-        "source": names::agent_source(a.source()), "exact": a.exact, "reason": a.reason, "event": a.event,
+        "id": a.id, "process_name": a.process_name, "name": a.name, "kind": a.kind, "state": vocab::AgentState::from(a.state()).as_str(),
+        "source": vocab::AgentSource::from(a.source()).as_str(), "exact": a.exact, "reason": a.reason, "event": a.event,
         "since_ns": a.since_ns, "age_ms": a.age_ms, "session_id": a.session_id, "pid": a.pid,
-        "process_status": names::status(a.process_status()), "dialog": a.dialog,
+        "process_status": vocab::Status::from(a.process_status()).as_str(), "dialog": a.dialog,
     })
 }
 
@@ -244,12 +251,15 @@ fn print_agents(r: &pb::AgentListResponse) {
                 pb::AgentState::Running => anstyle::AnsiColor::Cyan.on_default(),
                 _ => anstyle::Style::new().dimmed(),
             };
-            fmt::paint(style, &format!("{:<15}", names::agent_state(a.state())))
+            fmt::paint(style, &format!("{:<15}", vocab::AgentState::from(a.state()).as_str()))
         } else {
-            format!("{:<15}", names::agent_state(a.state()))
+            format!("{:<15}", vocab::AgentState::from(a.state()).as_str())
         };
-        let source =
-            format!("{}{}", names::agent_source(a.source()), if a.exact { "" } else { "?" });
+        let source = format!(
+            "{}{}",
+            vocab::AgentSource::from(a.source()).as_str(),
+            if a.exact { "" } else { "?" }
+        );
         let name: String = if a.process_name.is_empty() {
             "-".into()
         } else {
@@ -352,7 +362,7 @@ pub(crate) async fn agents(client: &Client, a: AgentsArgs) -> Outcome {
                 if a.out.json {
                     for t in &w.transitions {
                         print_json(
-                            &json!({"seq": t.seq, "id": t.id, "before": names::agent_state(t.before()), "after": names::agent_state(t.after()), "name": t.name, "reason": t.reason}),
+                            &json!({"seq": t.seq, "id": t.id, "before": vocab::AgentState::from(t.before()).as_str(), "after": vocab::AgentState::from(t.after()).as_str(), "name": t.name, "reason": t.reason}),
                         );
                     }
                 } else {
@@ -377,18 +387,25 @@ pub(crate) async fn agents(client: &Client, a: AgentsArgs) -> Outcome {
                 if any { reached.into_iter().any(|b| b) } else { reached.into_iter().all(|b| b) };
             if out.json {
                 print_json(
-                    &json!({"results": r.results.iter().map(|x| json!({"id": x.id, "outcome": names::agent_wait_outcome(x.outcome()), "agent": x.agent.as_ref().map(agent_json)})).collect::<Vec<_>>()}),
+                    &json!({"results": r.results.iter().map(|x| json!({"id": x.id, "outcome": vocab::AgentWaitOutcome::from(x.outcome()).as_str(), "agent": x.agent.as_ref().map(agent_json)})).collect::<Vec<_>>()}),
                 );
             } else {
                 for x in &r.results {
-                    let st = x.agent.as_ref().map_or("unknown", |a| names::agent_state(a.state()));
+                    let st = x
+                        .agent
+                        .as_ref()
+                        .map_or("unknown", |a| vocab::AgentState::from(a.state()).as_str());
                     if x.outcome() == pb::AgentWaitOutcome::NotAnAgent {
                         println!(
                             "{}: not_an_agent: no coding agent runs in it; wait for the program with `portal-cli wait {}`",
                             x.id, x.id
                         );
                     } else {
-                        println!("{}: {} ({st})", x.id, names::agent_wait_outcome(x.outcome()));
+                        println!(
+                            "{}: {} ({st})",
+                            x.id,
+                            vocab::AgentWaitOutcome::from(x.outcome()).as_str()
+                        );
                     }
                 }
             }
@@ -407,7 +424,7 @@ pub(crate) async fn agents(client: &Client, a: AgentsArgs) -> Outcome {
             let r = rpc.agent_send(req).await?.into_inner();
             if out.json {
                 print_json(
-                    &json!({"results": r.results.iter().map(|x| json!({"id": x.id, "sent": x.sent, "deduplicated": x.deduplicated, "outcome": names::agent_wait_outcome(x.outcome()), "detail": x.detail, "dialog": x.dialog})).collect::<Vec<_>>()}),
+                    &json!({"results": r.results.iter().map(|x| json!({"id": x.id, "sent": x.sent, "deduplicated": x.deduplicated, "outcome": vocab::AgentWaitOutcome::from(x.outcome()).as_str(), "detail": x.detail, "dialog": x.dialog})).collect::<Vec<_>>()}),
                 );
             } else {
                 for x in &r.results {
@@ -422,7 +439,7 @@ pub(crate) async fn agents(client: &Client, a: AgentsArgs) -> Outcome {
                             format!(
                                 "not sent: {} ({})",
                                 x.detail,
-                                names::agent_wait_outcome(x.outcome())
+                                vocab::AgentWaitOutcome::from(x.outcome()).as_str()
                             )
                         }
                     };
@@ -565,7 +582,7 @@ fn read_payload() -> String {
 /// the socket (the PTY Portal owns carries it back).
 fn emit_in_band(a: &EmitArgs) -> std::io::Result<()> {
     let record = portal_client::osc3008::encode(
-        names::agent_state(a.state),
+        vocab::AgentState::from(a.state).as_str(),
         &[("name", &a.name), ("event", &a.event), ("reason", &a.reason)],
     );
     let mut tty = std::fs::OpenOptions::new().write(true).open("/dev/tty")?;

@@ -13,7 +13,7 @@ use std::io::Write as _;
 use anyhow::Context as _;
 use portal_client::client::Client;
 use portal_client::error::is_disconnect;
-use portal_client::names;
+use portal_client::vocab;
 use portal_proto::v1 as pb;
 use rustix::termios::{self, OptionalActions, Termios};
 use tokio::sync::mpsc;
@@ -86,7 +86,12 @@ pub(crate) async fn attach(client: &Client, proc: &str) -> Outcome {
             Ok(())
         }
         End::Exited(p) => {
-            eprintln!("[process {} {}: {}]", p.id, names::status(p.status()), fmt::exit_text(&p));
+            eprintln!(
+                "[process {} {}: {}]",
+                p.id,
+                vocab::Status::from(p.status()).as_str(),
+                fmt::exit_text(&p)
+            );
             Ok(())
         }
         End::Lost => Err(anyhow::anyhow!("lost the connection to portald").into()),

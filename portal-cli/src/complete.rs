@@ -94,7 +94,7 @@ fn candidates(procs: &[pb::Process], typed: &str) -> Vec<CompletionCandidate> {
         let help = format!(
             "{} ({})",
             crate::fmt::command_line(p, 50),
-            portal_client::names::status(p.status())
+            portal_client::vocab::Status::from(p.status()).as_str()
         );
         let id = p.id.to_string();
         for value in [p.name.as_str(), id.as_str()] {

@@ -4,7 +4,7 @@
 use std::io::IsTerminal as _;
 use std::time::Duration;
 
-use portal_client::names;
+use portal_client::vocab;
 use portal_proto::v1 as pb;
 use serde_json::{Value, json};
 
@@ -24,7 +24,7 @@ pub(crate) fn terminal_columns() -> Option<usize> {
 
 /// A status, coloured for a terminal (padded to `width` first).
 pub(crate) fn status_cell(p: &pb::Process, width: usize) -> String {
-    let name = format!("{:<width$}", names::status(p.status()));
+    let name = format!("{:<width$}", vocab::Status::from(p.status()).as_str());
     if !color() {
         return name;
     }
@@ -140,7 +140,7 @@ pub(crate) fn process_json(p: &pb::Process) -> Value {
         "name": (!p.name.is_empty()).then(|| p.name.clone()),
         "pid": p.pid,
         "mode": if p.mode() == pb::Mode::Pty { "pty" } else { "pipes" },
-        "status": names::status(p.status()),
+        "status": vocab::Status::from(p.status()).as_str(),
         "exit_code": p.exit_code,
         "exit_signal": p.exit_signal,
         "command": p.command,
@@ -154,8 +154,8 @@ pub(crate) fn process_json(p: &pb::Process) -> Value {
         "ended_at_ns": p.ended_at_ns,
         "stdin_closed": p.stdin_closed,
         "awaiting_secret": p.awaiting_secret,
-        "input_state": names::input_state(p.input_state()),
-        "input_source": names::input_source(p.input_source()),
+        "input_state": vocab::InputState::from(p.input_state()).as_str(),
+        "input_source": vocab::InputSource::from(p.input_source()).as_str(),
         "restart": p.restart.map(|r| json!({"max_restarts": r.max_restarts, "backoff_ms": r.backoff_ms})),
         "restarts": p.restarts,
         "restart_of": (p.restart_of > 0).then_some(p.restart_of),

@@ -3,7 +3,7 @@
 //! bell. One per state change; the command runs detached, so a slow
 //! notification daemon never holds the watch up.
 
-use portal_client::names;
+use portal_client::vocab;
 use portal_proto::v1 as pb;
 
 /// Whether `t` is an agent starting to wait for a person, and what to say.
@@ -15,7 +15,7 @@ pub(crate) fn message(t: &pb::AgentTransition) -> Option<(String, String)> {
         _ => return None,
     };
     let body = if t.reason.is_empty() {
-        format!("was {}", names::agent_state(t.before()))
+        format!("was {}", vocab::AgentState::from(t.before()).as_str())
     } else {
         t.reason.clone()
     };

@@ -9,7 +9,7 @@ use anyhow::Context as _;
 use clap::{Args, ValueEnum};
 use portal_client::client::Client;
 use portal_client::error::{ClientError, is_disconnect};
-use portal_client::names;
+use portal_client::vocab;
 use portal_proto::v1 as pb;
 use serde_json::json;
 
@@ -233,7 +233,7 @@ pub(crate) async fn read(client: &Client, a: ReadArgs) -> Outcome {
                         eprintln!(
                             "[process {} {}: {}]",
                             p.id,
-                            names::status(p.status()),
+                            vocab::Status::from(p.status()).as_str(),
                             fmt::exit_text(&p)
                         );
                     }
@@ -340,7 +340,7 @@ fn screen_json(s: &pb::ScreenSnapshot) -> serde_json::Value {
     let size = s.size.unwrap_or_default();
     json!({
         "id": s.id,
-        "status": names::status(s.status()),
+        "status": vocab::Status::from(s.status()).as_str(),
         "rows": size.rows,
         "cols": size.cols,
         "cursor": {"row": s.cursor_row, "col": s.cursor_col},
@@ -355,7 +355,7 @@ fn screen_text(s: &pb::ScreenSnapshot) -> String {
     let mut out = format!(
         "── process {} · {} · {}x{} · {} screen{} ──\n",
         s.id,
-        names::status(s.status()),
+        vocab::Status::from(s.status()).as_str(),
         size.rows,
         size.cols,
         if s.alternate_screen { "alternate" } else { "main" },

@@ -8,7 +8,7 @@ use anyhow::Context as _;
 use bytes::Bytes;
 use clap::Args;
 use portal_client::client::Client;
-use portal_client::names;
+use portal_client::vocab;
 use portal_proto::v1 as pb;
 use serde_json::json;
 
@@ -187,7 +187,7 @@ fn print_ps(rows: &[(Option<&str>, &pb::Process)], all: bool, out: JsonFlag) {
             if p.name.is_empty() { "-".to_owned() } else { p.name.chars().take(12).collect() };
         let mode = if p.mode() == pb::Mode::Pty { "pty" } else { "pipes" };
         // A heuristic state is a guess: marked with `?`.
-        let mut state = names::input_state(p.input_state()).to_owned();
+        let mut state = vocab::InputState::from(p.input_state()).as_str().to_owned();
         if p.input_source() == pb::InputSource::Heuristic {
             state.push('?');
         }
@@ -466,7 +466,7 @@ pub(crate) async fn kill(client: &Client, proc: &str) -> Outcome {
         println!(
             "{} had already ended ({}, {})",
             p.id,
-            names::status(p.status()),
+            vocab::Status::from(p.status()).as_str(),
             fmt::exit_text(&p)
         );
     }

@@ -172,7 +172,11 @@ fn print_hit(
     } else {
         format!("{}:{}", h.proc_id, h.proc_name)
     };
-    let head = format!("{label} {} {}", portal_client::names::stream(h.stream), time(h.ts_ns));
+    let head = format!(
+        "{label} {} {}",
+        portal_client::vocab::Stream::of(h.stream).as_str(),
+        time(h.ts_ns)
+    );
     for line in &h.before {
         writeln!(out, "{head}- {line}")?;
     }
@@ -189,7 +193,7 @@ fn print_json(out: &mut impl std::io::Write, h: &pb::SearchHit) -> std::io::Resu
     let v = json!({
         "proc": h.proc_id,
         "name": h.proc_name,
-        "stream": portal_client::names::stream(h.stream),
+        "stream": portal_client::vocab::Stream::of(h.stream).as_str(),
         "offset": h.offset,
         "length": h.length,
         "ts_ns": h.ts_ns,

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use clap::Args;
 use portal_client::client::Client;
-use portal_client::names;
+use portal_client::vocab;
 use portal_client::waits::{self, Mode};
 use portal_proto::v1 as pb;
 use serde_json::json;
@@ -131,19 +131,19 @@ fn reached(r: &pb::WaitResponse, wanted_match: bool) -> bool {
 pub(crate) fn report(r: &pb::WaitResponse, out: JsonFlag, wanted_match: bool) -> Outcome {
     if out.json {
         print_json(&json!({
-            "reason": names::wait_reason(r.reason()),
+            "reason": vocab::WaitReason::from(r.reason()).as_str(),
             "matched": (!r.matched.is_empty()).then_some(&r.matched),
             "output": r.output,
             "bytes": r.bytes,
             "truncated": r.truncated,
             "next": r.next.as_ref().map(|c| c.offsets.iter().map(|o| json!({"stream": o.stream, "offset": o.offset})).collect::<Vec<_>>()),
-            "status": names::status(r.status()),
+            "status": vocab::Status::from(r.status()).as_str(),
             "exit_code": r.exit_code,
             "exit_signal": r.exit_signal,
             "command_exit_code": r.command_exit_code,
             "prompt": (!r.prompt.is_empty()).then_some(&r.prompt),
-            "input_state": names::input_state(r.input_state()),
-            "input_source": names::input_source(r.input_source()),
+            "input_state": vocab::InputState::from(r.input_state()).as_str(),
+            "input_source": vocab::InputSource::from(r.input_source()).as_str(),
             "output_is_screen": r.output_is_screen,
             "alternate_screen": r.alternate_screen,
             "screen": r.screen,
@@ -159,7 +159,7 @@ pub(crate) fn report(r: &pb::WaitResponse, out: JsonFlag, wanted_match: bool) ->
                 println!("{line}");
             }
         }
-        let mut line = format!("[{}", names::wait_reason(r.reason()));
+        let mut line = format!("[{}", vocab::WaitReason::from(r.reason()).as_str());
         if !r.matched.is_empty() {
             line.push_str(&format!(" {:?}", r.matched));
         }
@@ -247,8 +247,8 @@ async fn wait_many(client: &Client, a: WaitArgs) -> Outcome {
                     v["name"] = json!(w.name);
                 }
                 if let Some(x) = &w.response {
-                    v["reason"] = json!(names::wait_reason(x.reason()));
-                    v["status"] = json!(names::status(x.status()));
+                    v["reason"] = json!(vocab::WaitReason::from(x.reason()).as_str());
+                    v["status"] = json!(vocab::Status::from(x.status()).as_str());
                     for (k, val) in [
                         ("output", (!x.output.is_empty()).then(|| json!(x.output))),
                         ("prompt", (!x.prompt.is_empty()).then(|| json!(x.prompt))),
@@ -273,7 +273,7 @@ async fn wait_many(client: &Client, a: WaitArgs) -> Outcome {
                     if !x.output.is_empty() && !x.output.ends_with('\n') {
                         println!();
                     }
-                    let mut line = format!("[{}", names::wait_reason(x.reason()));
+                    let mut line = format!("[{}", vocab::WaitReason::from(x.reason()).as_str());
                     if !x.prompt.is_empty() {
                         line.push_str(&format!(" {:?}", x.prompt));
                     }
@@ -290,7 +290,10 @@ async fn wait_many(client: &Client, a: WaitArgs) -> Outcome {
         }
         match (mode, ended_by) {
             (Mode::Any, Some(w)) => {
-                let why = w.response.as_ref().map_or("", |x| names::wait_reason(x.reason()));
+                let why = w
+                    .response
+                    .as_ref()
+                    .map_or("", |x| vocab::WaitReason::from(x.reason()).as_str());
                 eprintln!("ended by {}: {why}", label(w));
             }
             (Mode::Any, None) => eprintln!("every wait timed out"),

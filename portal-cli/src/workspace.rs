@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 
 use portal_client::client::Client;
-use portal_client::names;
+use portal_client::vocab;
 use portal_client::workspace::{self, MemberState, UpError, Workspace};
 use portal_proto::v1 as pb;
 use serde_json::json;
@@ -102,11 +102,11 @@ pub(crate) fn state_json(m: &MemberState) -> serde_json::Value {
     json!({
         "member": m.name,
         "id": p.map(|p| p.id),
-        "status": p.map_or("not_started", |p| names::status(p.status())),
+        "status": p.map_or("not_started", |p| vocab::Status::from(p.status()).as_str()),
         "exit_code": p.and_then(|p| p.exit_code),
         "exit_signal": p.and_then(|p| p.exit_signal),
-        "input_state": p.map(|p| names::input_state(p.input_state())),
-        "agent_state": m.agent.as_ref().map(|a| names::agent_state(a.state())),
+        "input_state": p.map(|p| vocab::InputState::from(p.input_state()).as_str()),
+        "agent_state": m.agent.as_ref().map(|a| vocab::AgentState::from(a.state()).as_str()),
         "agent_reason": m.agent.as_ref().map(|a| a.reason.clone()).filter(|r| !r.is_empty()),
         "restarts": p.map_or(0, |p| p.restarts),
         "restart_in_ms": p.map(|p| p.restart_in_ms).filter(|ms| *ms > 0),
@@ -133,10 +133,10 @@ fn print_states(ws: &Workspace, states: &[MemberState], out: JsonFlag) {
                 match (p.status(), p.exit_code, p.exit_signal) {
                     (pb::Status::Exited, Some(c), _) => format!("exit {c}"),
                     (pb::Status::Exited, None, Some(s)) => format!("sig {s}"),
-                    (s, _, _) => names::status(s).to_owned(),
+                    (s, _, _) => vocab::Status::from(s).as_str().to_owned(),
                 },
                 if p.status() == pb::Status::Running {
-                    names::input_state(p.input_state())
+                    vocab::InputState::from(p.input_state()).as_str()
                 } else {
                     "-"
                 },
@@ -153,7 +153,7 @@ fn print_states(ws: &Workspace, states: &[MemberState], out: JsonFlag) {
             None => ("-".into(), "not started".into(), "-", "-".into()),
         };
         let agent = m.agent.as_ref().map_or("-".to_owned(), |a| {
-            let state = names::agent_state(a.state());
+            let state = vocab::AgentState::from(a.state()).as_str();
             if a.reason.is_empty() {
                 format!("{} {state}", a.name)
             } else {

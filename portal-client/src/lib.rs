@@ -11,7 +11,7 @@
 //! import each other. The tidy test in `tests/tests/e2e/tidy.rs` reads the
 //! modules of each layer from the numbered lines below and checks it.
 //!
-//! 0. [`paths`], [`hosts`], [`error`], [`identity`], [`handshake`], [`names`], [`osc3008`]
+//! 0. [`paths`], [`hosts`], [`error`], [`identity`], [`handshake`], [`vocab`], [`osc3008`]
 //!    (the leaves: they import nothing of this crate)
 //!    - [`paths`]: where the socket, the database and the daemon log live.
 //!    - [`hosts`]: which portald to talk to: this machine's, or another's
@@ -20,7 +20,8 @@
 //!      reach a daemon, shared by the modules above.
 //!    - [`identity`]: who this process is, told to every daemon it reaches.
 //!    - [`handshake`]: the line `dial-stdio` writes and ssh's end reads.
-//!    - [`names`]: the lowercase names clients show for the wire's enums.
+//!    - [`vocab`]: the one definition of every state, status, reason and
+//!      source name (serde, JSON Schema, text), and its wire enum.
 //!    - [`osc3008`]: the in-band agent-state record a PTY carries.
 //! 1. [`transport`], [`ssh`], [`environ`]
 //!    - [`transport`]: the platform seam for local connections (Unix
@@ -50,10 +51,10 @@ pub mod handshake;
 pub mod hosts;
 pub mod identity;
 pub mod launch;
-pub mod names;
 pub mod osc3008;
 pub mod paths;
 pub mod ssh;
 pub mod transport;
+pub mod vocab;
 pub mod waits;
 pub mod workspace;

@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use portal_client::names;
+use portal_client::vocab;
 use portal_proto::v1 as pb;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -480,9 +480,11 @@ pub(crate) struct AgentStateArg(pub(crate) pb::AgentState);
 impl<'de> Deserialize<'de> for AgentStateArg {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let name = String::deserialize(d)?;
-        names::agent_state_named(&name).map(Self).ok_or_else(|| {
-            let all: Vec<&str> =
-                names::AGENT_STATES.iter().map(|s| names::agent_state(*s)).collect();
+        vocab::AgentState::parse(&name).map(pb::AgentState::from).map(Self).ok_or_else(|| {
+            let all: Vec<&str> = vocab::AgentState::ATTENTION
+                .iter()
+                .map(|s| s.as_str())
+                .collect();
             serde::de::Error::custom(format!(
                 "unknown agent state {name:?}, expected one of {}",
                 all.join(", ")
@@ -501,7 +503,10 @@ impl JsonSchema for AgentStateArg {
     }
 
     fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
-        let all: Vec<&str> = names::AGENT_STATES.iter().map(|s| names::agent_state(*s)).collect();
+        let all: Vec<&str> = vocab::AgentState::ATTENTION
+            .iter()
+            .map(|s| s.as_str())
+            .collect();
         schemars::json_schema!({"type": "string", "enum": all})
     }
 }

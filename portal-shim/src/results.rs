@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use portal_client::names;
+use portal_client::vocab;
 use portal_client::waits::{self, Mode};
 use portal_proto::v1 as pb;
 use schemars::JsonSchema;
@@ -93,7 +93,7 @@ pub(crate) struct ProcessInfo {
 /// For `skip_serializing_if`: the input state came from the kernel (the
 /// usual case, not worth a field).
 fn is_kernel(source: &str) -> bool {
-    source.is_empty() || source == names::input_source(pb::InputSource::Kernel)
+    source.is_empty() || source == vocab::InputSource::from(pb::InputSource::Kernel).as_str()
 }
 
 impl ProcessInfo {
@@ -128,7 +128,7 @@ impl From<&pb::Process> for ProcessInfo {
             id: p.id,
             name: (!p.name.is_empty()).then(|| p.name.clone()),
             pid: p.pid,
-            status: names::status(p.status()).into(),
+            status: vocab::Status::from(p.status()).as_str().into(),
             pty: p.mode() == pb::Mode::Pty,
             command: p.command.clone(),
             args: p.args.clone(),
@@ -147,11 +147,11 @@ impl From<&pb::Process> for ProcessInfo {
             io_count: p.streams.iter().map(|s| s.chunks).sum(),
             awaiting_secret: p.awaiting_secret,
             input_state: if p.status() == pb::Status::Running {
-                names::input_state(p.input_state()).into()
+                vocab::InputState::from(p.input_state()).as_str().into()
             } else {
                 String::new()
             },
-            input_source: names::input_source(p.input_source()).into(),
+            input_source: vocab::InputSource::from(p.input_source()).as_str().into(),
             hint: p.awaiting_secret.then(|| secret_hint(p.id)),
         }
     }
@@ -366,7 +366,7 @@ pub(crate) struct Screen {
 
 /// A running program, which goes without saying on its screen.
 fn is_running(status: &str) -> bool {
-    status == names::status(pb::Status::Running)
+    status == vocab::Status::from(pb::Status::Running).as_str()
 }
 
 /// The primary screen, which goes without saying.
@@ -687,7 +687,7 @@ pub(crate) fn records_text(records: &[pb::Record]) -> String {
 pub(crate) fn output(id: u64, resp: &pb::ReadResponse) -> Output {
     Output {
         id,
-        status: names::status(resp.status()).into(),
+        status: vocab::Status::from(resp.status()).as_str().into(),
         output: records_text(&resp.records),
         cursor: cursor_string(resp.next.as_ref()),
         omitted_bytes: resp.omitted_bytes,
@@ -1125,12 +1125,12 @@ impl Waited {
         });
         Self {
             id,
-            reason: names::wait_reason(r.reason()).into(),
+            reason: vocab::WaitReason::from(r.reason()).as_str().into(),
             prompt,
-            input_state: names::input_state(r.input_state()).into(),
+            input_state: vocab::InputState::from(r.input_state()).as_str().into(),
             input_source: match r.input_source() {
                 pb::InputSource::Unspecified => String::new(),
-                source => names::input_source(source).into(),
+                source => vocab::InputSource::from(source).as_str().into(),
             },
             output_is_screen: r.output_is_screen,
             matched: (!r.matched.is_empty()).then(|| r.matched.clone()),
@@ -1138,7 +1138,7 @@ impl Waited {
             truncated: r.truncated,
             omitted_cursor: r.truncated.then(|| cursor_string(r.began.as_ref())),
             cursor: cursor_string(r.next.as_ref()),
-            status: names::status(r.status()).into(),
+            status: vocab::Status::from(r.status()).as_str().into(),
             exit_code: r.exit_code,
             exit_signal: r.exit_signal,
             command_exit_code: r.command_exit_code,
@@ -1223,7 +1223,7 @@ impl Waited {
             status.push_str(": a full-screen program waits for keys; process_send_keys");
         } else if self.reason == "input_requested" {
             status.push_str(": it waits for input; answer with process_run");
-            if self.input_source == names::input_source(pb::InputSource::Heuristic) {
+            if self.input_source == vocab::InputSource::from(pb::InputSource::Heuristic).as_str() {
                 status.push_str(" (a guess from its screen)");
             }
             if self.bytes == 0 {
@@ -1297,11 +1297,11 @@ pub(crate) struct AgentInfo {
 
 impl From<&pb::Agent> for AgentInfo {
     fn from(a: &pb::Agent) -> Self {
-        let source = names::agent_source(a.source());
+        let source = vocab::AgentSource::from(a.source()).as_str();
         Self {
             id: a.id,
             name: a.name.clone(),
-            state: names::agent_state(a.state()).into(),
+            state: vocab::AgentState::from(a.state()).as_str().into(),
             source: source.into(),
             exact: a.exact,
             reason: a.reason.clone(),

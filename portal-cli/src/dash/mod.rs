@@ -375,7 +375,7 @@ impl Dash<'_> {
             Ok(attach::End::Exited(p)) => {
                 format!(
                     "{id} {}: {}",
-                    portal_client::names::status(p.status()),
+                    portal_client::vocab::Status::from(p.status()).as_str(),
                     crate::fmt::exit_text(&p)
                 )
             }

@@ -4,7 +4,7 @@
 //! message, or the keys). Colours follow urgency; with `NO_COLOR` the
 //! selection is shown reversed and nothing else is coloured.
 
-use portal_client::names;
+use portal_client::vocab;
 use portal_proto::v1 as pb;
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
@@ -185,7 +185,7 @@ fn agent_cell(r: &Row) -> String {
 fn status_text(p: &pb::Process) -> String {
     match (p.status(), p.exit_code) {
         (pb::Status::Exited, Some(code)) => format!("exit {code}"),
-        (s, _) => names::status(s).to_owned(),
+        (s, _) => vocab::Status::from(s).as_str().to_owned(),
     }
 }
 

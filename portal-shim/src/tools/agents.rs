@@ -1,6 +1,6 @@
 //! The agent monitor's tools: list, watch, wait, send and hooks.
 
-use portal_client::names;
+use portal_client::vocab;
 use portal_proto::v1 as pb;
 
 use super::{Progress, Reply, Shim};
@@ -91,8 +91,8 @@ impl Shim {
                 seq: t.seq,
                 id: t.id,
                 name: t.name.clone(),
-                before: names::agent_state(t.before()).into(),
-                after: names::agent_state(t.after()).into(),
+                before: vocab::AgentState::from(t.before()).as_str().into(),
+                after: vocab::AgentState::from(t.after()).as_str().into(),
                 reason: t.reason.clone(),
             })
             .collect();
@@ -132,8 +132,12 @@ impl Shim {
             .iter()
             .map(|x| AgentOutcome {
                 id: x.id,
-                outcome: names::agent_wait_outcome(x.outcome()).into(),
-                state: x.agent.as_ref().map_or("unknown", |g| names::agent_state(g.state())).into(),
+                outcome: vocab::AgentWaitOutcome::from(x.outcome()).as_str().into(),
+                state: x
+                    .agent
+                    .as_ref()
+                    .map_or("unknown", |g| vocab::AgentState::from(g.state()).as_str())
+                    .into(),
                 sent: None,
                 deduplicated: None,
                 detail: (x.outcome() == pb::AgentWaitOutcome::NotAnAgent)
@@ -176,7 +180,7 @@ impl Shim {
             .iter()
             .map(|x| AgentOutcome {
                 id: x.id,
-                outcome: names::agent_wait_outcome(x.outcome()).into(),
+                outcome: vocab::AgentWaitOutcome::from(x.outcome()).as_str().into(),
                 state: String::new(),
                 sent: Some(x.sent),
                 deduplicated: Some(x.deduplicated),

@@ -2,7 +2,7 @@
 //! clear, clean up, screen and keys.
 
 use bytes::Bytes;
-use portal_client::names;
+use portal_client::vocab;
 use portal_proto::v1 as pb;
 
 use super::{Progress, Reply, Shim, by_id};
@@ -339,7 +339,7 @@ impl Shim {
         let size = s.size.unwrap_or_default();
         let screen = Screen {
             id: s.id,
-            status: names::status(s.status()).into(),
+            status: vocab::Status::from(s.status()).as_str().into(),
             buffer: if s.alternate_screen { "alternate" } else { "primary" }.into(),
             cols: size.cols,
             rows: size.rows,

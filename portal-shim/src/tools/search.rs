@@ -50,7 +50,7 @@ impl Shim {
             .hits
             .iter()
             .map(|h| {
-                let source = portal_client::names::stream(h.stream);
+                let source = portal_client::vocab::Stream::of(h.stream).as_str();
                 let at = SystemTime::UNIX_EPOCH
                     + Duration::from_nanos(u64::try_from(h.ts_ns).unwrap_or(0));
                 SearchHit {

@@ -3,7 +3,7 @@
 //! same code `portal-cli up/down/status` runs. `workspace_up` reports each
 //! step as a progress notification while it waits for members to be ready.
 
-use portal_client::names;
+use portal_client::vocab;
 use portal_client::workspace::{self, MemberState, UpError, Workspace};
 use portal_proto::v1 as pb;
 use rmcp::model::ProgressNotificationParam;
@@ -178,12 +178,17 @@ fn report(ws: &Workspace, states: &[MemberState]) -> WorkspaceReport {
                 MemberInfo {
                     member: m.name.clone(),
                     id: p.map(|p| p.id),
-                    status: p.map_or("not_started", |p| names::status(p.status())).to_owned(),
+                    status: p
+                        .map_or("not_started", |p| vocab::Status::from(p.status()).as_str())
+                        .to_owned(),
                     exit_code: p.and_then(|p| p.exit_code),
                     input_state: p
                         .filter(|p| p.status() == pb::Status::Running)
-                        .map(|p| names::input_state(p.input_state()).to_owned()),
-                    agent_state: m.agent.as_ref().map(|a| names::agent_state(a.state()).to_owned()),
+                        .map(|p| vocab::InputState::from(p.input_state()).as_str().to_owned()),
+                    agent_state: m
+                        .agent
+                        .as_ref()
+                        .map(|a| vocab::AgentState::from(a.state()).as_str().to_owned()),
                     restarts: p.map_or(0, |p| p.restarts),
                 }
             })
