@@ -16,7 +16,7 @@ macro_rules! vocabulary {
         $(#[$meta])*
         #[derive(
             Clone, Copy, Debug, PartialEq, Eq, Hash,
-            serde::Serialize, serde::Deserialize, schemars::JsonSchema,
+            serde::Serialize, serde::Deserialize,
         )]
         pub enum $name {
             $($(#[$vmeta])* #[serde(rename = $text)] $variant,)+
@@ -38,6 +38,22 @@ macro_rules! vocabulary {
             #[must_use]
             pub fn parse(name: &str) -> Option<Self> {
                 Self::ALL.iter().copied().find(|v| v.as_str() == name)
+            }
+        }
+
+        /// A plain list of the names, inline: schemas are paid for in
+        /// tokens on every turn of an agent.
+        impl schemars::JsonSchema for $name {
+            fn inline_schema() -> bool {
+                true
+            }
+
+            fn schema_name() -> std::borrow::Cow<'static, str> {
+                stringify!($name).into()
+            }
+
+            fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+                schemars::json_schema!({ "type": "string", "enum": [$($text),+] })
             }
         }
 

@@ -481,10 +481,7 @@ impl<'de> Deserialize<'de> for AgentStateArg {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let name = String::deserialize(d)?;
         vocab::AgentState::parse(&name).map(pb::AgentState::from).map(Self).ok_or_else(|| {
-            let all: Vec<&str> = vocab::AgentState::ATTENTION
-                .iter()
-                .map(|s| s.as_str())
-                .collect();
+            let all: Vec<&str> = vocab::AgentState::ATTENTION.iter().map(|s| s.as_str()).collect();
             serde::de::Error::custom(format!(
                 "unknown agent state {name:?}, expected one of {}",
                 all.join(", ")
@@ -503,10 +500,7 @@ impl JsonSchema for AgentStateArg {
     }
 
     fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
-        let all: Vec<&str> = vocab::AgentState::ATTENTION
-            .iter()
-            .map(|s| s.as_str())
-            .collect();
+        let all: Vec<&str> = vocab::AgentState::ATTENTION.iter().map(|s| s.as_str()).collect();
         schemars::json_schema!({"type": "string", "enum": all})
     }
 }

@@ -24,10 +24,9 @@ pub(crate) struct ProcessInfo {
     pub(crate) name: Option<String>,
     /// OS pid.
     pub(crate) pid: u32,
-    /// running, exited, killed, timed_out, stopped, lost or holder_lost. Left out beside
-    /// a wait's outcome, which says it.
-    #[serde(skip_serializing_if = "String::is_empty")]
-    pub(crate) status: String,
+    /// How it stands; left out beside a wait's outcome, which says it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) status: Option<vocab::Status>,
     /// Started on a PTY (absent: pipes).
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub(crate) pty: bool,
@@ -76,36 +75,31 @@ pub(crate) struct ProcessInfo {
     /// ask the person to run `portal-cli secret <id>`.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub(crate) awaiting_secret: bool,
-    /// running (working or printing), awaiting_input (blocked reading its
-    /// input: type the next command), awaiting_secret, idle (quiet, not
-    /// reading input: a timer, the network), or unknown. Left out once it
-    /// ended (`status` says how) and beside a wait's outcome.
-    #[serde(skip_serializing_if = "String::is_empty")]
-    pub(crate) input_state: String,
+    /// awaiting_input: blocked reading its input (type the next command);
+    /// idle: quiet, not reading input (a timer, the network). Left out once
+    /// it ended and beside a wait's outcome.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) input_state: Option<vocab::InputState>,
     /// What decided input_state when it was a guess (heuristic); absent
     /// when the kernel said.
     #[serde(skip_serializing_if = "is_kernel")]
-    pub(crate) input_source: String,
+    pub(crate) input_source: Option<vocab::InputSource>,
     /// The next step, when the process needs one of a person.
     pub(crate) hint: Option<String>,
 }
 
 /// For `skip_serializing_if`: the input state came from the kernel (the
 /// usual case, not worth a field).
-fn is_kernel(source: &str) -> bool {
-    source.is_empty() || source == vocab::InputSource::from(pb::InputSource::Kernel).as_str()
+#[allow(clippy::ref_option, reason = "serde's skip_serializing_if passes a reference")]
+fn is_kernel(source: &Option<vocab::InputSource>) -> bool {
+    matches!(source, None | Some(vocab::InputSource::Kernel))
 }
 
 impl ProcessInfo {
     /// This process beside a wait's outcome: its status and input state
     /// (and what decided it) are the wait's, said once.
     pub(crate) fn beside_wait(self) -> Self {
-        Self {
-            status: String::new(),
-            input_state: String::new(),
-            input_source: String::new(),
-            ..self
-        }
+        Self { status: None, input_state: None, input_source: None, ..self }
     }
 
     /// This process as a list shows it: without its working directory.
@@ -113,9 +107,19 @@ impl ProcessInfo {
         Self { cwd: String::new(), ..self }
     }
 
+    /// The status for the text tables (none beside a wait's outcome).
+    pub(crate) fn status_text(&self) -> &'static str {
+        self.status.map_or("", vocab::Status::as_str)
+    }
+
+    /// What decided the input state, for the text tables.
+    fn input_source_text(&self) -> &'static str {
+        self.input_source.map_or(vocab::InputSource::None.as_str(), vocab::InputSource::as_str)
+    }
+
     /// The input state for the text tables: an ended process's is "exited".
-    fn input_state_text(&self) -> &str {
-        if self.input_state.is_empty() { "exited" } else { &self.input_state }
+    fn input_state_text(&self) -> &'static str {
+        self.input_state.map_or(vocab::InputState::Exited.as_str(), vocab::InputState::as_str)
     }
 }
 
@@ -128,7 +132,7 @@ impl From<&pb::Process> for ProcessInfo {
             id: p.id,
             name: (!p.name.is_empty()).then(|| p.name.clone()),
             pid: p.pid,
-            status: vocab::Status::from(p.status()).as_str().into(),
+            status: Some(p.status().into()),
             pty: p.mode() == pb::Mode::Pty,
             command: p.command.clone(),
             args: p.args.clone(),
@@ -147,11 +151,11 @@ impl From<&pb::Process> for ProcessInfo {
             io_count: p.streams.iter().map(|s| s.chunks).sum(),
             awaiting_secret: p.awaiting_secret,
             input_state: if p.status() == pb::Status::Running {
-                vocab::InputState::from(p.input_state()).as_str().into()
+                Some(p.input_state().into())
             } else {
-                String::new()
+                None
             },
-            input_source: vocab::InputSource::from(p.input_source()).as_str().into(),
+            input_source: Some(p.input_source().into()),
             hint: p.awaiting_secret.then(|| secret_hint(p.id)),
         }
     }
@@ -221,7 +225,7 @@ pub(crate) struct Output {
     #[schemars(skip)]
     pub(crate) id: u64,
     /// Its status when read.
-    pub(crate) status: String,
+    pub(crate) status: vocab::Status,
     /// The output as text (terminal escapes removed, carriage-return
     /// overwrites applied). With several streams, runs are marked `[stderr]`.
     pub(crate) output: String,
@@ -343,7 +347,7 @@ pub(crate) struct Screen {
     pub(crate) id: u64,
     /// Its status, once it is not running.
     #[serde(skip_serializing_if = "is_running")]
-    pub(crate) status: String,
+    pub(crate) status: vocab::Status,
     /// "alternate" while a full-screen program (vim, less) draws on the
     /// alternate screen; absent on the primary one.
     #[serde(skip_serializing_if = "is_primary")]
@@ -365,8 +369,12 @@ pub(crate) struct Screen {
 }
 
 /// A running program, which goes without saying on its screen.
-fn is_running(status: &str) -> bool {
-    status == vocab::Status::from(pb::Status::Running).as_str()
+#[allow(
+    clippy::trivially_copy_pass_by_ref,
+    reason = "serde's skip_serializing_if passes a reference"
+)]
+fn is_running(status: &vocab::Status) -> bool {
+    *status == vocab::Status::Running
 }
 
 /// The primary screen, which goes without saying.
@@ -478,7 +486,7 @@ pub(crate) fn list_text(list: &[ProcessInfo]) -> String {
             "{:>2} | {:>6} | {:<9} | {:<15} | {:<9} | {:<5} | {:>10} | {:>11} | {:>8} | {command}",
             p.id,
             p.pid,
-            p.status,
+            p.status_text(),
             p.input_state_text(),
             p.exit_text(),
             mode,
@@ -497,8 +505,13 @@ pub(crate) fn inspect_text(p: &ProcessInfo) -> String {
         let _ = writeln!(out, "  Name:       {name}");
     }
     let _ = writeln!(out, "  OS PID:     {}", p.pid);
-    let _ = writeln!(out, "  Status:     {}", p.status);
-    let _ = writeln!(out, "  State:      {} (from the {})", p.input_state_text(), p.input_source);
+    let _ = writeln!(out, "  Status:     {}", p.status_text());
+    let _ = writeln!(
+        out,
+        "  State:      {} (from the {})",
+        p.input_state_text(),
+        p.input_source_text()
+    );
     let _ = writeln!(
         out,
         "  Mode:       {}",
@@ -687,7 +700,7 @@ pub(crate) fn records_text(records: &[pb::Record]) -> String {
 pub(crate) fn output(id: u64, resp: &pb::ReadResponse) -> Output {
     Output {
         id,
-        status: vocab::Status::from(resp.status()).as_str().into(),
+        status: resp.status().into(),
         output: records_text(&resp.records),
         cursor: cursor_string(resp.next.as_ref()),
         omitted_bytes: resp.omitted_bytes,
@@ -815,7 +828,7 @@ pub(crate) struct WaitedProcess {
     pub(crate) output: String,
     /// Its status, when it no longer runs.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub(crate) status: Option<String>,
+    pub(crate) status: Option<vocab::Status>,
     /// Exit code, if it exited.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) exit_code: Option<i32>,
@@ -873,11 +886,11 @@ impl WaitedMany {
                     WaitedProcess {
                         id: p.id,
                         name,
-                        reason: w.reason.clone(),
+                        reason: w.reason.as_str().into(),
                         prompt: w.prompt.clone(),
                         matched: w.matched.clone(),
                         output: w.output.clone(),
-                        status: (w.status != "running").then(|| w.status.clone()),
+                        status: (w.status != vocab::Status::Running).then_some(w.status),
                         exit_code: w.exit_code,
                         exit_signal: w.exit_signal,
                         awaiting_secret: w.awaiting_secret,
@@ -998,24 +1011,22 @@ pub(crate) struct Waited {
     /// Process id (the caller may have named it).
     #[schemars(skip)]
     pub(crate) id: u64,
-    /// Why the wait ended: input_requested (the program waits for input:
-    /// `prompt` shows what it asks), awaiting_secret (a password: hand over),
-    /// prompt (a Portal bash finished the command), matched, stopped,
-    /// settled, screen_stable, exited or timeout. A timeout is not
-    /// a failure: call again with `cursor`.
-    pub(crate) reason: String,
+    /// Why the wait ended. input_requested: it waits for input (`prompt`
+    /// shows what it asks); awaiting_secret: a password, hand over; prompt:
+    /// a Portal bash finished the command. A timeout is not a failure: call
+    /// again with `cursor`.
+    pub(crate) reason: vocab::WaitReason,
     /// The line the program shows while it waits for input (">>> ",
     /// "name? ", "(y or n) "), not part of `output`.
     pub(crate) prompt: Option<String>,
-    /// The program's state at the end: running, awaiting_input,
-    /// awaiting_secret, idle or exited.
-    pub(crate) input_state: String,
+    /// The program's state at the end.
+    pub(crate) input_state: vocab::InputState,
     /// What decided input_state, when it was not the kernel alone:
     /// kernel_prompt (an event loop, once its prompt was drawn again) or
     /// heuristic (the text; a guess).
     #[serde(skip_serializing_if = "is_kernel")]
     #[schemars(skip)]
-    pub(crate) input_source: String,
+    pub(crate) input_source: Option<vocab::InputSource>,
     /// The text that matched the pattern or stop pattern (left out of the
     /// schema: `reason` says a pattern matched).
     #[schemars(skip)]
@@ -1043,7 +1054,7 @@ pub(crate) struct Waited {
     /// Where to continue waiting or reading from.
     pub(crate) cursor: String,
     /// Process status.
-    pub(crate) status: String,
+    pub(crate) status: vocab::Status,
     /// Exit code, if it exited.
     pub(crate) exit_code: Option<i32>,
     /// Terminating signal, if one ended it (rare: left out of the schema).
@@ -1086,22 +1097,22 @@ impl Waited {
         if self.awaiting_secret {
             return Some(secret_hint(self.id));
         }
-        match self.reason.as_str() {
-            "timeout" => {
+        match self.reason {
+            vocab::WaitReason::Timeout => {
                 let mut h = format!(
                     "no condition met within {} ms{}; call process_wait again with this cursor to keep waiting",
                     self.effective_timeout_ms,
                     if self.timeout_clamped { " (the server's ceiling)" } else { "" }
                 );
-                if self.input_state == "idle" && self.bytes == 0 {
+                if self.input_state == vocab::InputState::Idle && self.bytes == 0 {
                     h.push_str("; it printed nothing and is idle: not reading input (a server, a sleep): wait for a pattern it will print, or settle_ms");
                 }
                 Some(h)
             }
-            "input_requested" if self.full_screen() => Some(
+            vocab::WaitReason::InputRequested if self.full_screen() => Some(
                 "a full-screen program waits for keys: drive it with process_send_keys, read it with process_screen".into(),
             ),
-            "input_requested" => Some("answer with process_run".into()),
+            vocab::WaitReason::InputRequested => Some("answer with process_run".into()),
             _ if self.alternate_screen && !self.output_is_screen => {
                 Some("a full-screen program is drawing: use process_screen".into())
             }
@@ -1125,12 +1136,12 @@ impl Waited {
         });
         Self {
             id,
-            reason: vocab::WaitReason::from(r.reason()).as_str().into(),
+            reason: r.reason().into(),
             prompt,
-            input_state: vocab::InputState::from(r.input_state()).as_str().into(),
+            input_state: r.input_state().into(),
             input_source: match r.input_source() {
-                pb::InputSource::Unspecified => String::new(),
-                source => vocab::InputSource::from(source).as_str().into(),
+                pb::InputSource::Unspecified => None,
+                source => Some(source.into()),
             },
             output_is_screen: r.output_is_screen,
             matched: (!r.matched.is_empty()).then(|| r.matched.clone()),
@@ -1138,7 +1149,7 @@ impl Waited {
             truncated: r.truncated,
             omitted_cursor: r.truncated.then(|| cursor_string(r.began.as_ref())),
             cursor: cursor_string(r.next.as_ref()),
-            status: vocab::Status::from(r.status()).as_str().into(),
+            status: r.status().into(),
             exit_code: r.exit_code,
             exit_signal: r.exit_signal,
             command_exit_code: r.command_exit_code,
@@ -1219,11 +1230,11 @@ impl Waited {
         if let Some(m) = &self.matched {
             let _ = write!(status, " {m:?}");
         }
-        if self.reason == "input_requested" && self.full_screen() {
+        if self.reason == vocab::WaitReason::InputRequested && self.full_screen() {
             status.push_str(": a full-screen program waits for keys; process_send_keys");
-        } else if self.reason == "input_requested" {
+        } else if self.reason == vocab::WaitReason::InputRequested {
             status.push_str(": it waits for input; answer with process_run");
-            if self.input_source == vocab::InputSource::from(pb::InputSource::Heuristic).as_str() {
+            if self.input_source == Some(vocab::InputSource::Heuristic) {
                 status.push_str(" (a guess from its screen)");
             }
             if self.bytes == 0 {
@@ -1247,7 +1258,7 @@ impl Waited {
             status.push_str(" · full-screen program: use process_screen");
         }
         let _ = write!(status, " · cursor=\"{}\"]", self.cursor);
-        if (self.reason == "timeout" || self.awaiting_secret)
+        if (self.reason == vocab::WaitReason::Timeout || self.awaiting_secret)
             && let Some(h) = &self.hint
         {
             let _ = write!(status, "\n[{h}]");

@@ -101,7 +101,7 @@ impl Shim {
                 "Process started. ID={}, OS_PID={}, status={}{}",
                 process.id,
                 process.pid,
-                process.status,
+                process.status_text(),
                 if process.pty {
                     " (pty; read with process_read_new or process_screen)"
                 } else {
@@ -287,7 +287,7 @@ impl Shim {
             })
             .await?;
         let process = ProcessInfo::from(&p);
-        let text = if process.status == "killed" {
+        let text = if process.status == Some(vocab::Status::Killed) {
             format!(
                 "Process {} killed. Status: killed. Its output is kept; process_cleanup removes it.",
                 a.id
@@ -296,7 +296,7 @@ impl Shim {
             format!(
                 "Process {} had already ended (status={}{}); nothing to kill.",
                 a.id,
-                process.status,
+                process.status_text(),
                 match process.exit_text() {
                     t if t.is_empty() => t,
                     t => format!(", {t}"),
@@ -339,7 +339,7 @@ impl Shim {
         let size = s.size.unwrap_or_default();
         let screen = Screen {
             id: s.id,
-            status: vocab::Status::from(s.status()).as_str().into(),
+            status: s.status().into(),
             buffer: if s.alternate_screen { "alternate" } else { "primary" }.into(),
             cols: size.cols,
             rows: size.rows,
