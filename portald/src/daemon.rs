@@ -406,6 +406,7 @@ impl Daemon {
             store: self.store.clone(),
             cancel: self.shutdown.child_token(),
             kill_grace: self.config.kill_grace,
+            #[cfg(feature = "fault-injection")]
             fault_injection: self.config.fault_injection,
             kernel_input_state: self.config.kernel_input_state,
             shared,
@@ -624,6 +625,7 @@ impl Daemon {
             store: self.store.clone(),
             cancel: self.shutdown.child_token(),
             kill_grace: self.config.kill_grace,
+            #[cfg(feature = "fault-injection")]
             fault_injection: self.config.fault_injection,
             kernel_input_state: self.config.kernel_input_state,
             shared: crate::proc::Shared::new(self.registry.changes().clone()),

@@ -82,6 +82,7 @@ pub(crate) struct ActorParts {
     /// Grace between the polite signal and SIGKILL at shutdown.
     pub(crate) kill_grace: Duration,
     /// Test hook: a write of exactly [`crate::config::FAULT_PANIC_TRIGGER`] panics the actor.
+    #[cfg(feature = "fault-injection")]
     pub(crate) fault_injection: bool,
     /// Agent state, fed with this process's signals.
     pub(crate) agents: Arc<Agents>,
@@ -106,6 +107,7 @@ pub(crate) fn start(parts: ActorParts, tracker: &TaskTracker) -> Result<ProcHand
         store,
         cancel,
         kill_grace,
+        #[cfg(feature = "fault-injection")]
         fault_injection,
         agents,
         kernel_input_state,
@@ -168,6 +170,7 @@ pub(crate) fn start(parts: ActorParts, tracker: &TaskTracker) -> Result<ProcHand
         events,
         cancel,
         kill_grace,
+        #[cfg(feature = "fault-injection")]
         fault_injection,
         idle_timeout,
         exit: None,
@@ -266,6 +269,7 @@ pub(crate) struct ProcActor {
     events: broadcast::Sender<LiveEvent>,
     cancel: CancellationToken,
     kill_grace: Duration,
+    #[cfg(feature = "fault-injection")]
     fault_injection: bool,
     idle_timeout: Option<Duration>,
     exit: Option<ExitInfo>,
@@ -1044,6 +1048,7 @@ impl ProcActor {
     }
 
     async fn write(&mut self, data: Bytes, origin: Option<Origin>) -> Result<u64, ProcError> {
+        #[cfg(feature = "fault-injection")]
         assert!(
             !(self.fault_injection && data.as_ref() == crate::config::FAULT_PANIC_TRIGGER),
             "fault injection: process {} handler panics",
