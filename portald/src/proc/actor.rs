@@ -54,19 +54,90 @@ use crate::screen::Screen;
 use crate::store::{StatusUpdate, Store};
 use crate::sys::{self, ExitInfo};
 
-/// Where the actor is in ending the process.
+/// Where the process is in its life. Each state carries what only it has
+/// (the exit once it came, why Portal ends it, the deadline of the phase),
+/// so a combination that cannot happen cannot be written down.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Ending {
-    /// Running normally.
-    No,
-    /// Shutdown signal sent; SIGKILL at the deadline if still running.
-    Terminating,
-    /// The program exited; waiting for EOF until the deadline.
-    Draining,
-    /// The rest of the session was killed; abandoning streams at the deadline.
-    Abandoning,
-    /// Recorded as ended.
-    Done,
+enum Life {
+    /// The program runs and nothing is ending it.
+    Running,
+    /// A kill is under way (a request, the idle timeout, every handle
+    /// dropped): SIGKILL went to the tree, and the exit is awaited. The
+    /// idle timeout stays armed.
+    Killing {
+        /// Why; the first reason stands.
+        reason: EndReason,
+    },
+    /// The daemon stops: SIGHUP (PTY) or SIGTERM (pipes) went to the tree.
+    Terminating {
+        /// Why ([`EndReason::Stopped`], unless a kill was under way).
+        reason: EndReason,
+        /// When SIGKILL follows if the program still runs (`None` once sent).
+        kill_at: Option<Instant>,
+    },
+    /// The program exited; its output is read until every stream ends.
+    Exited {
+        /// How it exited.
+        exit: ExitInfo,
+        /// Why, when Portal ended it (`None`: it exited by itself).
+        reason: Option<EndReason>,
+        /// What happens if streams stay open (`None`: none was open).
+        drain: Option<Drain>,
+    },
+    /// The daemon hands its programs over (a live upgrade): the program
+    /// keeps running, the readers stop at a chunk boundary, and the actor
+    /// leaves its state with the holder instead of ending anything once
+    /// every stream has stopped. Deadlines are the next daemon's.
+    HandingOver {
+        /// The exit, if it came meanwhile (the next daemon records it).
+        exit: Option<ExitInfo>,
+        /// A kill under way: finished here (SIGKILL was sent) and its end
+        /// recorded, not handed over half done, or the next daemon would
+        /// see a running program and never send the SIGKILL.
+        kill: Option<EndReason>,
+    },
+    /// The end is recorded (or, when the daemon stopped before the disk
+    /// took it, left to the holder and the next daemon). The actor serves
+    /// reads and snapshots until every handle is dropped.
+    Ended,
+}
+
+/// What happens to an exited program's streams that stay open.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Drain {
+    /// Background jobs may still print: at `until` the rest of the session
+    /// is killed.
+    Grace {
+        /// The end of [`EXIT_DRAIN_GRACE`].
+        until: Instant,
+    },
+    /// The rest of the session was killed: at `until` the streams still
+    /// open (a descendant escaped with `setsid`) are abandoned.
+    Abandon {
+        /// The end of [`EXIT_ABANDON_GRACE`].
+        until: Instant,
+    },
+}
+
+impl Life {
+    /// Whether the program's exit has come.
+    fn exited(self) -> bool {
+        match self {
+            Self::Running | Self::Killing { .. } | Self::Terminating { .. } => false,
+            Self::Exited { .. } | Self::Ended => true,
+            Self::HandingOver { exit, .. } => exit.is_some(),
+        }
+    }
+
+    /// Why Portal ends the program, if it does.
+    fn reason(self) -> Option<EndReason> {
+        match self {
+            Self::Running | Self::Ended => None,
+            Self::Killing { reason } | Self::Terminating { reason, .. } => Some(reason),
+            Self::Exited { reason, .. } => reason,
+            Self::HandingOver { kill, .. } => kill,
+        }
+    }
 }
 
 /// Everything an actor needs to start.
@@ -173,17 +244,12 @@ pub(crate) fn start(parts: ActorParts, tracker: &TaskTracker) -> Result<ProcHand
         #[cfg(feature = "fault-injection")]
         fault_injection,
         idle_timeout,
-        exit: None,
-        end_reason: None,
+        life: Life::Running,
         kill_waiters: Vec::new(),
-        ending: Ending::No,
-        deadline: None,
         open_streams: streams,
         warned_store: false,
         osc: crate::osc::OscScanner::default(),
         prompt_marks: carried_marks.0,
-        handing_over: false,
-        kill_forced: false,
         agents,
         foreground: Foreground::default(),
         lineage,
@@ -272,12 +338,10 @@ pub(crate) struct ProcActor {
     #[cfg(feature = "fault-injection")]
     fault_injection: bool,
     idle_timeout: Option<Duration>,
-    exit: Option<ExitInfo>,
-    end_reason: Option<EndReason>,
+    /// Where the process is in its life.
+    life: Life,
     kill_waiters: Vec<oneshot::Sender<ProcStatus>>,
-    ending: Ending,
-    /// Deadline of the current `Ending` phase.
-    deadline: Option<Instant>,
+    /// Output streams whose reader has not ended yet.
     open_streams: usize,
     warned_store: bool,
     /// Scans PTY output for OSC records and bells.
@@ -296,12 +360,6 @@ pub(crate) struct ProcActor {
     clock_base: (Instant, i64),
     /// What the input state is decided from.
     input_watch: InputWatch,
-    /// The daemon hands its programs over (a live upgrade): the program
-    /// keeps running, the readers stop at a chunk boundary, and this actor
-    /// leaves its state with the holder instead of ending anything.
-    handing_over: bool,
-    /// SIGKILL was sent to finish a kill under way before a handover.
-    kill_forced: bool,
 }
 
 /// The PTY's foreground process group, as agent discovery follows it.
@@ -385,7 +443,6 @@ impl ProcActor {
         mut output: mpsc::Receiver<OutputEvent>,
         mut exit_rx: oneshot::Receiver<std::io::Result<ExitInfo>>,
     ) {
-        let mut exit_pending = true;
         let mut requests_open = true;
         let mut stopping = false;
         let timer = tokio::time::sleep(Duration::ZERO);
@@ -407,13 +464,12 @@ impl ProcActor {
                     Some(OutputEvent::Data(stream, data)) => self.on_output(stream, data).await,
                     Some(OutputEvent::Eof) => self.open_streams -= 1,
                     Some(OutputEvent::Detached) => {
-                        self.begin_handover();
+                        self.begin_handover().await;
                         self.open_streams -= 1;
                     }
                     None => self.open_streams = 0,
                 },
-                res = &mut exit_rx, if exit_pending => {
-                    exit_pending = false;
+                res = &mut exit_rx, if !self.life.exited() => {
                     let res = res.unwrap_or_else(|_| Err(std::io::Error::other("the waiter thread vanished")));
                     self.on_exit(res).await;
                 }
@@ -428,7 +484,7 @@ impl ProcActor {
                     armed = None;
                     self.on_deadline().await;
                 }
-                _ = sweep.tick(), if self.exit.is_none() => {
+                _ = sweep.tick(), if !self.life.exited() => {
                     if self.primary.is_some() {
                         self.sweep_foreground();
                         self.sweep_dialog();
@@ -438,50 +494,41 @@ impl ProcActor {
                 () = self.cancel.cancelled(), if !stopping => {
                     stopping = true;
                     if self.holding.is_detaching() {
-                        self.begin_handover();
+                        self.begin_handover().await;
                     } else {
                         self.on_shutdown().await;
                     }
                 }
             }
-            if self.handing_over {
-                if self.ending == Ending::Done {
-                    // Ended and recorded before the handover: nothing to carry.
-                    return;
-                }
-                // A kill under way (a request, an idle timeout) is finished
-                // here, not handed over half done: the next daemon would
-                // see a running program and never send the SIGKILL.
-                if self.end_reason.is_some() {
-                    if !self.kill_forced {
-                        self.kill_forced = true;
-                        self.signal_tree(libc::SIGKILL).await;
-                    }
-                    if self.exit.is_some() && self.open_streams == 0 {
-                        self.finalize().await;
-                        return;
-                    }
-                    continue;
-                }
-                if self.open_streams == 0 {
+            // Every stream has ended (or was abandoned): the process ends,
+            // or is handed over.
+            let drained = self.open_streams == 0;
+            match self.life {
+                Life::HandingOver { kill: None, .. } if drained => {
                     self.hand_over().await;
                     return;
                 }
-                continue;
+                // The kill under way, finished (see `Life::HandingOver`).
+                Life::HandingOver { exit: Some(exit), kill: Some(reason) } if drained => {
+                    self.finalize(exit, Some(reason)).await;
+                    return;
+                }
+                Life::Exited { exit, reason, .. } if drained => self.finalize(exit, reason).await,
+                _ => {}
             }
-            if self.ending != Ending::Done && self.exit.is_some() && self.open_streams == 0 {
-                self.finalize().await;
-            }
-            if self.ending == Ending::Done && (stopping || !requests_open) {
+            if self.life == Life::Ended && (stopping || !requests_open) {
                 return;
             }
         }
     }
 
     fn next_deadline(&self) -> Option<Instant> {
-        match self.ending {
-            Ending::Terminating | Ending::Draining | Ending::Abandoning => self.deadline,
-            Ending::No => {
+        match self.life {
+            Life::Terminating { kill_at, .. } => kill_at,
+            Life::Exited {
+                drain: Some(Drain::Grace { until } | Drain::Abandon { until }), ..
+            } => Some(until),
+            Life::Running | Life::Killing { .. } => {
                 let timeout = self.idle_timeout?;
                 // Derived from the absolute time of the last activity, so the
                 // deadline only moves (and the timer is only re-armed) when a
@@ -490,7 +537,7 @@ impl ProcActor {
                 let since_base = u64::try_from(last - self.clock_base.1).unwrap_or(0);
                 Some(self.clock_base.0 + Duration::from_nanos(since_base) + timeout)
             }
-            Ending::Done => None,
+            Life::Exited { drain: None, .. } | Life::HandingOver { .. } | Life::Ended => None,
         }
     }
 
@@ -623,7 +670,7 @@ impl ProcActor {
 
     /// Decides whether the program waits for input now and publishes it.
     async fn input_report(&mut self, scan_age: Duration) -> InputReport {
-        if self.exit.is_some() {
+        if self.life.exited() {
             let r = InputReport { state: InputState::Exited, source: InputSource::Kernel };
             self.shared.set_input(r);
             return r;
@@ -725,13 +772,14 @@ impl ProcActor {
     }
 
     async fn on_exit(&mut self, res: std::io::Result<ExitInfo>) {
+        let mut holder_lost = false;
         let exit = match res {
             Ok(exit) => exit,
             Err(e) if holding::is_holder_lost(&e) => {
                 // Killed with its holder; what it left in its session (and
                 // its lineage) must not run on unmanaged either.
                 tracing::warn!(proc = %self.id(), error = %e, "the program's holder died");
-                self.end_reason = Some(EndReason::HolderLost);
+                holder_lost = true;
                 self.signal_tree(libc::SIGKILL).await;
                 self.kill_leftovers().await;
                 ExitInfo { code: None, signal: None }
@@ -742,65 +790,69 @@ impl ProcActor {
             }
         };
         tracing::info!(proc = %self.id(), code = ?exit.code, signal = ?exit.signal, "program exited");
-        self.exit = Some(exit);
+        // Killed with its holder, whatever else was ending it.
+        let reason = if holder_lost { Some(EndReason::HolderLost) } else { self.life.reason() };
         self.input.close();
-        if self.open_streams > 0 {
-            self.ending = Ending::Draining;
-            self.deadline = Some(Instant::now() + EXIT_DRAIN_GRACE);
-        }
+        self.life = match self.life {
+            Life::HandingOver { .. } => Life::HandingOver { exit: Some(exit), kill: reason },
+            _ => {
+                let drain = (self.open_streams > 0)
+                    .then(|| Drain::Grace { until: Instant::now() + EXIT_DRAIN_GRACE });
+                Life::Exited { exit, reason, drain }
+            }
+        };
     }
 
     async fn on_deadline(&mut self) {
-        if self.handing_over {
-            // The next daemon takes up draining and timeouts.
-            return;
-        }
-        match self.ending {
-            Ending::No => {
+        match self.life {
+            Life::Running | Life::Killing { .. } => {
                 let Some(timeout) = self.idle_timeout else { return };
-                if self.exit.is_none() && Duration::from_millis(self.shared.idle_ms()) >= timeout {
+                if Duration::from_millis(self.shared.idle_ms()) >= timeout {
                     tracing::info!(proc = %self.id(), ?timeout, "idle timeout: killing the process tree");
                     self.kill_tree(EndReason::TimedOut).await;
                 }
             }
-            Ending::Terminating => {
-                if self.exit.is_none() {
-                    tracing::info!(proc = %self.id(), "still running after the kill grace; sending SIGKILL");
-                    self.signal_tree(libc::SIGKILL).await;
-                }
-                self.deadline = None;
+            Life::Terminating { reason, kill_at: Some(_) } => {
+                tracing::info!(proc = %self.id(), "still running after the kill grace; sending SIGKILL");
+                self.signal_tree(libc::SIGKILL).await;
+                self.life = Life::Terminating { reason, kill_at: None };
             }
-            Ending::Draining => {
+            Life::Exited { exit, reason, drain: Some(Drain::Grace { .. }) } => {
                 tracing::info!(proc = %self.id(), "output still open after exit; killing the rest of the session");
                 self.signal_tree(libc::SIGKILL).await;
-                self.ending = Ending::Abandoning;
-                self.deadline = Some(Instant::now() + EXIT_ABANDON_GRACE);
+                let drain = Some(Drain::Abandon { until: Instant::now() + EXIT_ABANDON_GRACE });
+                self.life = Life::Exited { exit, reason, drain };
             }
-            Ending::Abandoning => {
+            Life::Exited { exit, reason, drain: Some(Drain::Abandon { .. }) } => {
                 tracing::warn!(proc = %self.id(), "a descendant keeps the output open; abandoning the stream");
                 self.open_streams = 0;
-                self.deadline = None;
+                self.life = Life::Exited { exit, reason, drain: None };
             }
-            Ending::Done => {}
+            // No deadline (a handover leaves them to the next daemon).
+            Life::Terminating { kill_at: None, .. }
+            | Life::Exited { drain: None, .. }
+            | Life::HandingOver { .. }
+            | Life::Ended => {}
         }
     }
 
     async fn on_shutdown(&mut self) {
-        if self.exit.is_some() || self.ending == Ending::Done {
-            return;
-        }
-        self.end_reason.get_or_insert(EndReason::Stopped);
+        let reason = match self.life {
+            Life::Running => EndReason::Stopped,
+            Life::Killing { reason } | Life::Terminating { reason, .. } => reason,
+            // Exited (it ends as it drains), or the next daemon's.
+            Life::Exited { .. } | Life::HandingOver { .. } | Life::Ended => return,
+        };
         let polite = match self.facts.spec.stdio {
             Stdio::Pty(_) => libc::SIGHUP,
             Stdio::Pipes => libc::SIGTERM,
         };
         self.signal_tree(polite).await;
-        self.ending = Ending::Terminating;
-        self.deadline = Some(Instant::now() + self.kill_grace);
+        self.life = Life::Terminating { reason, kill_at: Some(Instant::now() + self.kill_grace) };
     }
 
     async fn on_abandoned(&mut self) {
-        if self.exit.is_none() && !self.handing_over {
+        if matches!(self.life, Life::Running | Life::Killing { .. } | Life::Terminating { .. }) {
             tracing::warn!(proc = %self.id(), "every handle dropped while running; killing the tree");
             self.kill_tree(EndReason::Killed).await;
         }
@@ -839,15 +891,24 @@ impl ProcActor {
     /// left then hangs off the daemon, not its tree, so leftovers are
     /// killed in both cases.
     async fn kill_tree(&mut self, reason: EndReason) {
-        if self.exit.is_none() {
-            self.end_reason.get_or_insert(reason);
+        let killing = match self.life {
+            Life::Running => Some(Life::Killing { reason }),
+            Life::Killing { .. } | Life::Terminating { .. } => Some(self.life),
+            Life::HandingOver { exit: None, kill } => {
+                Some(Life::HandingOver { exit: None, kill: Some(kill.unwrap_or(reason)) })
+            }
+            Life::Exited { .. } | Life::HandingOver { exit: Some(_), .. } | Life::Ended => None,
+        };
+        if let Some(life) = killing {
+            self.life = life;
             self.signal_tree(libc::SIGKILL).await;
         }
         self.kill_leftovers().await;
     }
 
-    async fn finalize(&mut self) {
-        let exit = self.exit.unwrap_or(ExitInfo { code: None, signal: None });
+    /// Records the end of a program that exited with `exit` and whose
+    /// streams all ended, then tells everyone.
+    async fn finalize(&mut self, exit: ExitInfo, reason: Option<EndReason>) {
         if self.primary.is_some() {
             // Only now, with the output drained: an agent's last in-band
             // report (printed just before it exited) must not land after
@@ -855,10 +916,9 @@ impl ProcActor {
             self.agents
                 .apply(self.id(), AgentEvent::ChildExited { code: exit.code, signal: exit.signal });
         }
-        let reason = self.end_reason.unwrap_or(EndReason::Exited);
+        let reason = reason.unwrap_or(EndReason::Exited);
         let status = ProcStatus::Ended { reason, exit, at_ns: sys::wall_ns() };
-        self.ending = Ending::Done;
-        self.deadline = None;
+        self.life = Life::Ended;
         let update = StatusUpdate {
             id: self.id(),
             pid: self.pid(),
@@ -909,11 +969,20 @@ impl ProcActor {
     }
 
     /// Stops taking requests: from here on they are refused with nothing
-    /// done, and the next daemon serves them.
-    fn begin_handover(&mut self) {
-        if !self.handing_over {
-            self.handing_over = true;
-            self.state.send_modify(|p| p.handing_over = true);
+    /// done, and the next daemon serves them. A kill under way is finished
+    /// with SIGKILL (see [`Life::HandingOver`]).
+    async fn begin_handover(&mut self) {
+        self.state.send_if_modified(|p| !std::mem::replace(&mut p.handing_over, true));
+        let (exit, kill) = match self.life {
+            Life::Running => (None, None),
+            Life::Killing { reason } | Life::Terminating { reason, .. } => (None, Some(reason)),
+            Life::Exited { exit, reason, .. } => (Some(exit), reason),
+            // Already handing over; or ended and recorded: nothing to carry.
+            Life::HandingOver { .. } | Life::Ended => return,
+        };
+        self.life = Life::HandingOver { exit, kill };
+        if kill.is_some() {
+            self.signal_tree(libc::SIGKILL).await;
         }
     }
 
@@ -986,14 +1055,14 @@ impl ProcActor {
                 let _ = reply.send(self.input_report(WAIT_SCAN_AGE).await);
             }
             ProcRequest::SecretPrompt { reply } => {
-                let _ = reply.send(self.exit.is_none() && self.check_secret_prompt());
+                let _ = reply.send(!self.life.exited() && self.check_secret_prompt());
             }
             ProcRequest::CloseStdin { reply } => {
                 let res = self.close_stdin().await;
                 let _ = reply.send(res);
             }
             ProcRequest::Signal { signal, reply } => {
-                let res = if self.exit.is_some() {
+                let res = if self.life.exited() {
                     Err(self.not_running())
                 } else {
                     sys::killpg(self.pid(), signal).map_err(|source| ProcError::Io {
@@ -1005,7 +1074,7 @@ impl ProcActor {
                 let _ = reply.send(res);
             }
             ProcRequest::Kill { reason, reply } => {
-                if self.ending == Ending::Done {
+                if self.life == Life::Ended {
                     self.kill_leftovers().await;
                     let _ = reply.send(self.status());
                 } else {
@@ -1025,7 +1094,7 @@ impl ProcActor {
                 let _ = reply.send(Attachment {
                     ends: self.shared.ends(),
                     events: self.events.subscribe(),
-                    ended: self.ending == Ending::Done,
+                    ended: self.life == Life::Ended,
                     prompt_marks: self.prompt_marks,
                 });
             }
@@ -1076,7 +1145,7 @@ impl ProcActor {
         redact: bool,
         origin: Option<Origin>,
     ) -> Result<u64, ProcError> {
-        if self.exit.is_some() {
+        if self.life.exited() {
             return Err(self.not_running());
         }
         if self.input.is_closed() {
@@ -1118,7 +1187,7 @@ impl ProcActor {
     /// character (Ctrl-D), which a program reading a line at its start sees
     /// as end of input; further writes are refused either way.
     async fn close_stdin(&mut self) -> Result<(), ProcError> {
-        if self.exit.is_some() {
+        if self.life.exited() {
             return Err(self.not_running());
         }
         if self.input.is_closed() {
@@ -1141,7 +1210,7 @@ impl ProcActor {
         let (Some(primary), Some(screen)) = (&self.primary, &self.screen) else {
             return Err(ProcError::NotPty(id));
         };
-        if self.exit.is_none() {
+        if !self.life.exited() {
             primary.resize(size).map_err(|source| ProcError::Io {
                 id,
                 op: "resize PTY",
