@@ -25,6 +25,15 @@
 //! drains, records the end and returns. After a natural exit it keeps
 //! serving reads and snapshots until the process is cleaned up (every handle
 //! dropped).
+//!
+//! Here: starting the actor and its loop, output, requests and writes, and
+//! the transitions of the process's life. Beside it: the states of that
+//! life (`life.rs`), what the actor learns about its program besides its
+//! output (`observe.rs`) and what happens when it panics (`panicked.rs`).
+
+mod life;
+mod observe;
+mod panicked;
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -36,109 +45,24 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use self::life::{Drain, Life};
+use self::observe::{Observer, Watched};
+use self::panicked::Supervisor;
 use super::holding::{self, Holding};
-use super::input::{self, Facts, InputReport, InputSource, InputState, Prompt};
-use super::probe::{self, InputTarget, Scope, Verdict};
+use super::input::{InputReport, InputSource, InputState};
 use super::spawn::{InputWriter, OutputEvent, Primary, Spawned};
 use super::{
     Attachment, Chunk, EndReason, LiveEvent, Origin, ProcError, ProcFacts, ProcHandle, ProcRequest,
-    ProcStatus, Published, RowStatus, Shared, Stdio, StreamId, TermSize,
+    ProcStatus, Published, Shared, Stdio, StreamId, TermSize,
 };
-use crate::agents::{AgentEvent, Agents, signals as agent_signals};
+use crate::agents::{AgentEvent, Agents};
 use crate::config::{
     AGENT_SWEEP, BROADCAST_CHUNKS, EXIT_ABANDON_GRACE, EXIT_DRAIN_GRACE, MAX_RECORD_BYTES,
     REQUEST_QUEUE, STDIN_BACKLOG_BYTES, UNREAD_INPUT_TOTAL_BYTES,
 };
-use crate::osc::TermSignal;
 use crate::screen::Screen;
 use crate::store::{StatusUpdate, Store};
 use crate::sys::{self, ExitInfo};
-
-/// Where the process is in its life. Each state carries what only it has
-/// (the exit once it came, why Portal ends it, the deadline of the phase),
-/// so a combination that cannot happen cannot be written down.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Life {
-    /// The program runs and nothing is ending it.
-    Running,
-    /// A kill is under way (a request, the idle timeout, every handle
-    /// dropped): SIGKILL went to the tree, and the exit is awaited. The
-    /// idle timeout stays armed.
-    Killing {
-        /// Why; the first reason stands.
-        reason: EndReason,
-    },
-    /// The daemon stops: SIGHUP (PTY) or SIGTERM (pipes) went to the tree.
-    Terminating {
-        /// Why ([`EndReason::Stopped`], unless a kill was under way).
-        reason: EndReason,
-        /// When SIGKILL follows if the program still runs (`None` once sent).
-        kill_at: Option<Instant>,
-    },
-    /// The program exited; its output is read until every stream ends.
-    Exited {
-        /// How it exited.
-        exit: ExitInfo,
-        /// Why, when Portal ended it (`None`: it exited by itself).
-        reason: Option<EndReason>,
-        /// What happens if streams stay open (`None`: none was open).
-        drain: Option<Drain>,
-    },
-    /// The daemon hands its programs over (a live upgrade): the program
-    /// keeps running, the readers stop at a chunk boundary, and the actor
-    /// leaves its state with the holder instead of ending anything once
-    /// every stream has stopped. Deadlines are the next daemon's.
-    HandingOver {
-        /// The exit, if it came meanwhile (the next daemon records it).
-        exit: Option<ExitInfo>,
-        /// A kill under way: finished here (SIGKILL was sent) and its end
-        /// recorded, not handed over half done, or the next daemon would
-        /// see a running program and never send the SIGKILL.
-        kill: Option<EndReason>,
-    },
-    /// The end is recorded (or, when the daemon stopped before the disk
-    /// took it, left to the holder and the next daemon). The actor serves
-    /// reads and snapshots until every handle is dropped.
-    Ended,
-}
-
-/// What happens to an exited program's streams that stay open.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Drain {
-    /// Background jobs may still print: at `until` the rest of the session
-    /// is killed.
-    Grace {
-        /// The end of [`EXIT_DRAIN_GRACE`].
-        until: Instant,
-    },
-    /// The rest of the session was killed: at `until` the streams still
-    /// open (a descendant escaped with `setsid`) are abandoned.
-    Abandon {
-        /// The end of [`EXIT_ABANDON_GRACE`].
-        until: Instant,
-    },
-}
-
-impl Life {
-    /// Whether the program's exit has come.
-    fn exited(self) -> bool {
-        match self {
-            Self::Running | Self::Killing { .. } | Self::Terminating { .. } => false,
-            Self::Exited { .. } | Self::Ended => true,
-            Self::HandingOver { exit, .. } => exit.is_some(),
-        }
-    }
-
-    /// Why Portal ends the program, if it does.
-    fn reason(self) -> Option<EndReason> {
-        match self {
-            Self::Running | Self::Ended => None,
-            Self::Killing { reason } | Self::Terminating { reason, .. } => Some(reason),
-            Self::Exited { reason, .. } => reason,
-            Self::HandingOver { kill, .. } => kill,
-        }
-    }
-}
 
 /// Everything an actor needs to start.
 pub(crate) struct ActorParts {
@@ -221,7 +145,7 @@ pub(crate) fn start(parts: ActorParts, tracker: &TaskTracker) -> Result<ProcHand
         requests: Some(req_tx),
         dormant: None,
     };
-    let supervision = Supervision {
+    let supervisor = Supervisor {
         id,
         pid: facts.pid,
         lineage: lineage.clone(),
@@ -229,6 +153,16 @@ pub(crate) fn start(parts: ActorParts, tracker: &TaskTracker) -> Result<ProcHand
         store: store.clone(),
         holding: Arc::clone(&holding),
     };
+    let observer = Observer::new(Watched {
+        id,
+        pid: facts.pid,
+        primary: primary.as_ref().and_then(Primary::as_raw_fd),
+        screen: screen.clone(),
+        agents: Arc::clone(&agents),
+        shared: Arc::clone(&shared),
+        input_target: input_target.filter(|_| kernel_input_state),
+        carried_marks,
+    });
     let actor = ProcActor {
         facts,
         shared,
@@ -248,22 +182,10 @@ pub(crate) fn start(parts: ActorParts, tracker: &TaskTracker) -> Result<ProcHand
         kill_waiters: Vec::new(),
         open_streams: streams,
         warned_store: false,
-        osc: crate::osc::OscScanner::default(),
-        prompt_marks: carried_marks.0,
         agents,
-        foreground: Foreground::default(),
         lineage,
-        last_osc_seq: carried_marks.1,
         clock_base: (Instant::now(), sys::monotonic_ns()),
-        input_watch: InputWatch {
-            target: input_target.filter(|_| kernel_input_state),
-            baseline: None,
-            last_input: None,
-            last_output: Instant::now(),
-            unterminated: false,
-            last_probe: None,
-            quiet_probes: 0,
-        },
+        observer,
     };
     // The actor runs in its own task so that a panic in it (a bug) is
     // contained: the supervisor sees it, kills the program's tree (nobody
@@ -274,51 +196,10 @@ pub(crate) fn start(parts: ActorParts, tracker: &TaskTracker) -> Result<ProcHand
         if let Err(e) = actor.await
             && e.is_panic()
         {
-            supervision.actor_panicked(e.into_panic()).await;
+            supervisor.actor_panicked(e.into_panic()).await;
         }
     });
     Ok(handle)
-}
-
-/// What the supervisor of an actor needs if the actor panics.
-struct Supervision {
-    id: super::ProcId,
-    pid: u32,
-    lineage: sys::Lineage,
-    state: Arc<watch::Sender<Published>>,
-    store: Store,
-    holding: Arc<Holding>,
-}
-
-impl Supervision {
-    async fn actor_panicked(self, panic: Box<dyn std::any::Any + Send>) {
-        let what = panic
-            .downcast_ref::<&str>()
-            .map(|s| (*s).to_owned())
-            .or_else(|| panic.downcast_ref::<String>().cloned())
-            .unwrap_or_else(|| "unknown panic".into());
-        tracing::error!(proc = %self.id, panic = what, "the process's handler panicked; killing the process, its log is kept");
-        let (pid, lineage) = (self.pid, self.lineage.clone());
-        let killed =
-            tokio::task::spawn_blocking(move || sys::kill_tree(pid, Some(&lineage), libc::SIGKILL))
-                .await;
-        if let Ok(Err(e)) = killed {
-            tracing::warn!(proc = %self.id, error = %e, "cannot kill the process tree");
-        }
-        let update = StatusUpdate {
-            id: self.id,
-            pid: self.pid,
-            status: RowStatus::Lost,
-            exit_code: None,
-            exit_signal: None,
-            ended_at_ns: Some(sys::wall_ns()),
-        };
-        if let Err(e) = self.store.update_status(update).await {
-            tracing::warn!(proc = %self.id, error = %e, "cannot record the loss in the store");
-        }
-        self.holding.release(self.id);
-        self.state.send_modify(|p| p.status = ProcStatus::Lost);
-    }
 }
 
 /// The owner of one managed process.
@@ -344,56 +225,15 @@ pub(crate) struct ProcActor {
     /// Output streams whose reader has not ended yet.
     open_streams: usize,
     warned_store: bool,
-    /// Scans PTY output for OSC records and bells.
-    osc: crate::osc::OscScanner,
-    /// Shell-integration marks (OSC 133 `D`) seen so far.
-    prompt_marks: u64,
     agents: Arc<Agents>,
-    /// The PTY's foreground process group as the last sweep found it.
-    foreground: Foreground,
     /// What the program's descendants carry, to find them all at kill time.
     lineage: sys::Lineage,
-    /// Sequence number of the last OSC 3008 record (replays are dropped).
-    last_osc_seq: Option<u64>,
     /// A tokio instant and the monotonic clock reading taken together, to turn
     /// stored monotonic times into timer deadlines.
     clock_base: (Instant, i64),
-    /// What the input state is decided from.
-    input_watch: InputWatch,
-}
-
-/// The PTY's foreground process group, as agent discovery follows it.
-#[derive(Default)]
-struct Foreground {
-    /// The group at the last sweep.
-    pgrp: Option<u32>,
-    /// Whether that group needs no more looking at: it is the program's own,
-    /// or it was recognised as an agent.
-    identified: bool,
-    /// Monotonic time (ns) of the last sweep.
-    last_sweep_ns: i64,
-    /// Monotonic time (ns) of the last sweep before the group changed: the
-    /// group has held the terminal since then at the earliest.
-    since_ns: i64,
-}
-
-/// What the actor tracks to decide whether its program waits for input.
-struct InputWatch {
-    /// The program's input as the kernel names it (`None`: the kernel is
-    /// not asked; the heuristic decides).
-    target: Option<InputTarget>,
-    /// The probe mark taken just before the last write.
-    baseline: Option<u64>,
-    /// When input was last written.
-    last_input: Option<Instant>,
-    /// When output last arrived.
-    last_output: Instant,
-    /// The last output does not end a line.
-    unterminated: bool,
-    /// When the last sweep decided, and what.
-    last_probe: Option<(Instant, InputState)>,
-    /// Sweeps in a row that found the program quiet and its state unchanged.
-    quiet_probes: u32,
+    /// Its watch over the program: in-band signals, the foreground job,
+    /// dialogs, secret prompts, the input state.
+    observer: Observer,
 }
 
 /// First pause before an end the disk refused is committed again: a
@@ -407,26 +247,6 @@ const END_RETRY_MAX: Duration = Duration::from_millis(500);
 /// How long a handover waits for a program to read the input queued for
 /// it: a program that reads nothing must not hold an upgrade up.
 const HANDOVER_INPUT_GRACE: Duration = Duration::from_secs(2);
-
-/// How old the shared scan of `/proc` may be for a sweep's probe (the list
-/// shows the state; waits always probe afresh).
-const SWEEP_SCAN_AGE: Duration = Duration::from_millis(250);
-
-/// How old the shared scan of `/proc` may be when a wait or inspect asks: a
-/// scan of every process costs milliseconds on a busy machine, and a wait
-/// polls every 10 ms. A group the scan never saw is scanned for at once.
-const WAIT_SCAN_AGE: Duration = Duration::from_millis(100);
-
-/// A sweep re-probes a waiting or idle program that saw no input or output
-/// only this often: nothing it does silently matters sooner.
-const QUIET_REPROBE: Duration = Duration::from_secs(5);
-
-/// A quiet running program is re-probed after this long, then after twice
-/// as long each time nothing changed, up to [`QUIET_REPROBE`]: a program
-/// that starts waiting for input without printing is seen within a second
-/// at first, and a thousand quiet ones cost a few probes a second, not
-/// thousands. Waits and inspects always probe afresh.
-const QUIET_RUNNING_REPROBE_FIRST: Duration = Duration::from_millis(500);
 
 impl ProcActor {
     fn id(&self) -> super::ProcId {
@@ -484,13 +304,7 @@ impl ProcActor {
                     armed = None;
                     self.on_deadline().await;
                 }
-                _ = sweep.tick(), if !self.life.exited() => {
-                    if self.primary.is_some() {
-                        self.sweep_foreground();
-                        self.sweep_dialog();
-                    }
-                    self.sweep_input().await;
-                }
+                _ = sweep.tick(), if !self.life.exited() => self.observer.sweep(&self.input).await,
                 () = self.cancel.cancelled(), if !stopping => {
                     stopping = true;
                     if self.holding.is_detaching() {
@@ -542,19 +356,12 @@ impl ProcActor {
     }
 
     async fn on_output(&mut self, stream: StreamId, data: Bytes) {
-        self.input_watch.last_output = Instant::now();
-        if let Some(&last) = data.last() {
-            self.input_watch.unterminated = last != b'\n';
-        }
+        self.observer.saw_output(&data);
         if stream == StreamId::Stdout
             && let Some(screen) = &self.screen
         {
             screen.feed(&data);
-            let mut signals = Vec::new();
-            self.osc.scan(&data, &mut signals);
-            for signal in signals {
-                self.on_term_signal(signal);
-            }
+            self.observer.scan(&data);
         }
         self.record(stream, data, None).await;
     }
@@ -588,187 +395,6 @@ impl ProcActor {
         // No subscribers is fine.
         let _ = self.events.send(LiveEvent::Chunk(chunk));
         offset
-    }
-
-    fn on_term_signal(&mut self, signal: TermSignal) {
-        let event = match signal {
-            TermSignal::Bell => AgentEvent::Bell,
-            TermSignal::Osc(body) => {
-                if body.starts_with(b"133;D") {
-                    self.prompt_marks += 1;
-                    return;
-                }
-                let Some(report) = agent_signals::from_osc(&body) else { return };
-                if let Some(seq) = report.seq {
-                    if self.last_osc_seq.is_some_and(|last| seq <= last) {
-                        return;
-                    }
-                    self.last_osc_seq = Some(seq);
-                }
-                report.event
-            }
-        };
-        self.agents.apply(self.id(), event);
-    }
-
-    /// Looks at the PTY's foreground process group: a recognised agent
-    /// coming to the foreground is discovered; the program taking the
-    /// terminal back ends it.
-    fn sweep_foreground(&mut self) {
-        let Some(fd) = self.primary.as_ref().and_then(|p| p.as_raw_fd()) else { return };
-        self.check_secret_prompt();
-        let own = self.pid();
-        let pgrp = sys::foreground_pgrp(fd);
-        let now = sys::monotonic_ns();
-        let last_sweep = std::mem::replace(&mut self.foreground.last_sweep_ns, now);
-        if pgrp != self.foreground.pgrp {
-            // It changed at some point since the last sweep.
-            self.foreground.since_ns = last_sweep;
-            let previous = std::mem::replace(&mut self.foreground.pgrp, pgrp);
-            self.foreground.identified = pgrp.is_none_or(|p| p == own);
-            if pgrp == Some(own) && previous.is_some_and(|p| p != own) {
-                self.agents.apply(self.id(), AgentEvent::ForegroundLeft);
-            }
-        }
-        if self.foreground.identified {
-            return;
-        }
-        // A shell hands the terminal to a job between its fork and its exec,
-        // so the job may still look like the shell: look again on every
-        // sweep until it is recognised (or the foreground changes).
-        let Some(job) = pgrp else { return };
-        let Some((name, kind)) = sys::command_line(job)
-            .and_then(|(argv, exe)| agent_signals::identify(&argv, exe.as_deref()))
-        else {
-            return;
-        };
-        self.foreground.identified = true;
-        let since = Some(self.foreground.since_ns);
-        self.agents.apply(self.id(), AgentEvent::Discovered { name, kind, pid: job, job: since });
-    }
-
-    /// Looks at an agent's screen for a dialog (a permission request or
-    /// another menu), which sends must never type into. Skipped when the
-    /// screen is busy parsing: the next sweep looks again.
-    fn sweep_dialog(&self) {
-        let Some(screen) = &self.screen else { return };
-        if !self.agents.is_agent(self.id()) {
-            return;
-        }
-        let Some(snap) = screen.view().try_snapshot() else { return };
-        self.agents.apply(self.id(), AgentEvent::Dialog(crate::agents::dialog::find(&snap.lines)));
-    }
-
-    /// Where the program's input waits are looked for: the PTY's foreground
-    /// process group, or the pipe child's session.
-    fn input_scope(&self) -> Option<Scope> {
-        match &self.primary {
-            Some(p) => p.as_raw_fd().and_then(sys::foreground_pgrp).map(Scope::Group),
-            None => Some(Scope::Session(self.pid())),
-        }
-    }
-
-    /// Decides whether the program waits for input now and publishes it.
-    async fn input_report(&mut self, scan_age: Duration) -> InputReport {
-        if self.life.exited() {
-            let r = InputReport { state: InputState::Exited, source: InputSource::Kernel };
-            self.shared.set_input(r);
-            return r;
-        }
-        // Off the runtime's workers: a probe reads many `/proc` files, and
-        // every 100 ms one of them rescans all of `/proc`.
-        let probe = match (self.input_watch.target, self.input_scope()) {
-            (Some(target), Some(scope)) => {
-                tokio::task::spawn_blocking(move || probe::probe(scope, target, scan_age))
-                    .await
-                    .ok()
-            }
-            _ => None,
-        };
-        let output_unread =
-            self.primary.as_ref().and_then(|p| p.as_raw_fd()).is_some_and(sys::readable_now);
-        // The screen is looked at only when the kernel's answer leaves the
-        // decision to the prompt.
-        let prompt = match probe.map(|p| p.verdict) {
-            Some(Verdict::Running | Verdict::Input | Verdict::Other) => Prompt::Absent,
-            Some(Verdict::EventLoop | Verdict::Unknown) | None => self.prompt_view().await,
-        };
-        let w = &self.input_watch;
-        let facts = Facts {
-            probe,
-            baseline: w.baseline,
-            since_input: w.last_input.map(|t| t.elapsed()),
-            pending: self.input.pending() > 0 || output_unread,
-            since_output: w.last_output.elapsed(),
-            secret: self.check_secret_prompt(),
-            prompt,
-            output_since_input: w.last_input.is_none_or(|t| w.last_output > t),
-        };
-        let r = input::decide(&facts);
-        self.shared.set_input(r);
-        r
-    }
-
-    /// What the program shows where a prompt would be: on a PTY, from the
-    /// screen (text before the cursor on its row; a full-screen program has
-    /// no prompt line); on pipes, whether the last output ends a line.
-    async fn prompt_view(&self) -> Prompt {
-        let Some(screen) = &self.screen else {
-            return if self.input_watch.unterminated { Prompt::Drawn } else { Prompt::Absent };
-        };
-        let view = screen.view();
-        let snap = match view.try_snapshot() {
-            Some(snap) => snap,
-            None => match tokio::task::spawn_blocking(move || view.snapshot()).await {
-                Ok(snap) => snap,
-                Err(_) => return Prompt::Absent,
-            },
-        };
-        if snap.full_screen {
-            return Prompt::FullScreen;
-        }
-        let row = snap.lines.get(usize::from(snap.cursor.0)).map_or("", String::as_str);
-        let before: String = row.chars().take(usize::from(snap.cursor.1)).collect();
-        if before.trim().is_empty() { Prompt::Absent } else { Prompt::Drawn }
-    }
-
-    /// The sweep's input state: re-decided when something happened since
-    /// the last one, or while the program runs.
-    async fn sweep_input(&mut self) {
-        let w = &self.input_watch;
-        let mut quiet = false;
-        if let Some((at, state)) = w.last_probe {
-            quiet = w.last_output <= at && w.last_input.is_none_or(|t| t <= at);
-            // A quiet program that waits or idles does nothing that matters
-            // sooner; one that runs quietly may start waiting without a
-            // word, so it is looked at again soon, then less and less often
-            // (a thousand quiet programs must not cost a core).
-            let again = if state == InputState::Running {
-                QUIET_RUNNING_REPROBE_FIRST
-                    .saturating_mul(1 << w.quiet_probes.min(8))
-                    .min(QUIET_REPROBE)
-            } else {
-                QUIET_REPROBE
-            };
-            if quiet && at.elapsed() < again {
-                return;
-            }
-        }
-        let before = w.last_probe.map(|(_, state)| state);
-        let r = self.input_report(SWEEP_SCAN_AGE).await;
-        let w = &mut self.input_watch;
-        w.quiet_probes = if quiet && before == Some(r.state) { w.quiet_probes + 1 } else { 0 };
-        w.last_probe = Some((Instant::now(), r.state));
-    }
-
-    /// Takes the mark that later probes compare with, just before a write.
-    fn mark_before_input(&mut self) {
-        let mark = match (self.input_watch.target, self.input_scope()) {
-            (Some(_), Some(scope)) => Some(probe::mark(scope)),
-            _ => None,
-        };
-        self.input_watch.baseline = mark;
-        self.input_watch.last_input = Some(Instant::now());
     }
 
     async fn on_exit(&mut self, res: std::io::Result<ExitInfo>) {
@@ -1004,13 +630,14 @@ impl ProcActor {
         // The screen is not carried: the holder's welcome to the next daemon
         // is one bounded message for every program, and screens would
         // overflow it with a large fleet. The log's tail rebuilds it.
+        let (prompt_marks, last_osc_seq) = self.observer.marks();
         let carried = super::handover::Carried {
             token: Some(self.facts.token.clone()),
             handed_over: true,
             cursors: Some(*self.shared.cursors()),
             agent: self.agents.get(id),
-            prompt_marks: self.prompt_marks,
-            last_osc_seq: self.last_osc_seq,
+            prompt_marks,
+            last_osc_seq,
         };
         self.holding.set_meta(id, carried.to_meta());
         tracing::info!(proc = %id, "handed over to the next daemon");
@@ -1052,10 +679,11 @@ impl ProcActor {
                 let _ = reply.send(res);
             }
             ProcRequest::InputState { reply } => {
-                let _ = reply.send(self.input_report(WAIT_SCAN_AGE).await);
+                let exited = self.life.exited();
+                let _ = reply.send(self.observer.input_state(exited, &self.input).await);
             }
             ProcRequest::SecretPrompt { reply } => {
-                let _ = reply.send(!self.life.exited() && self.check_secret_prompt());
+                let _ = reply.send(!self.life.exited() && self.observer.check_secret_prompt());
             }
             ProcRequest::CloseStdin { reply } => {
                 let res = self.close_stdin().await;
@@ -1095,25 +723,10 @@ impl ProcActor {
                     ends: self.shared.ends(),
                     events: self.events.subscribe(),
                     ended: self.life == Life::Ended,
-                    prompt_marks: self.prompt_marks,
+                    prompt_marks: self.observer.prompt_marks(),
                 });
             }
         }
-    }
-
-    /// Whether the terminal is at a secret prompt now (also published for
-    /// inspect and agents).
-    fn check_secret_prompt(&self) -> bool {
-        let secret = self
-            .primary
-            .as_ref()
-            .and_then(|p| p.as_raw_fd())
-            .and_then(sys::secret_prompt)
-            .unwrap_or(false);
-        if self.shared.awaiting_secret.swap(secret, Ordering::AcqRel) != secret {
-            self.shared.changes.changed();
-        }
-        secret
     }
 
     async fn write(&mut self, data: Bytes, origin: Option<Origin>) -> Result<u64, ProcError> {
@@ -1123,7 +736,7 @@ impl ProcActor {
             "fault injection: process {} handler panics",
             self.id()
         );
-        if self.check_secret_prompt() {
+        if self.observer.check_secret_prompt() {
             return self.write_redacted(data, origin).await;
         }
         self.write_logged(data, false, origin).await
@@ -1168,7 +781,7 @@ impl ProcActor {
             });
         }
         let offset = self.shared.end[StreamId::Stdin.index()].load(Ordering::Acquire);
-        self.mark_before_input();
+        self.observer.mark_before_input();
         let logged = if redact { Bytes::from(vec![b'*'; data.len()]) } else { data.clone() };
         // In the journal before the rpc answers: accepted input is written
         // to the program even if this daemon dies before it is.
