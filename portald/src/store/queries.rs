@@ -4,7 +4,11 @@
 
 use rusqlite::{Connection, OptionalExtension, params};
 
-use super::*;
+use super::error::StoreError;
+use super::msg::ProgramRow;
+use super::schema::to_i64;
+use crate::domain::{AgentState, ProcId, Resize, RowStatus, Source, StreamId, Transition};
+use bytes::Bytes;
 
 /// Looks a program up.
 pub(crate) fn load_program(
