@@ -43,6 +43,6 @@ mod wait;
 
 pub(crate) use book::{Agents, summary};
 pub(crate) use reducer::{AgentEvent, AgentRecord};
-pub(crate) use wait::{Mode, WaitOutcome, wait_fleet, wait_one};
+pub(crate) use wait::{Mode, WaitOutcome, WaitsForInput, wait_fleet, wait_one};
 
 pub(crate) use crate::domain::{AgentState, Source, Transition};

@@ -111,10 +111,7 @@ pub(crate) fn start(parts: ActorParts, tracker: &TaskTracker) -> Result<ProcHand
         carried_marks,
     } = parts;
     let id = facts.id;
-    let size = match facts.spec.stdio {
-        Stdio::Pty(size) => Some(size),
-        Stdio::Pipes => None,
-    };
+    let size = facts.spec.stdio.size();
     let screen =
         match size {
             Some(size) => Some(Arc::new(

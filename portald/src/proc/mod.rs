@@ -44,6 +44,16 @@ pub(crate) enum Stdio {
     Pipes,
 }
 
+impl Stdio {
+    /// The terminal's size (`None`: pipes).
+    pub(crate) fn size(self) -> Option<TermSize> {
+        match self {
+            Self::Pty(size) => Some(size),
+            Self::Pipes => None,
+        }
+    }
+}
+
 /// Where a program's environment starts, before the caller's overrides.
 #[derive(Clone, Default, PartialEq, Eq)]
 pub(crate) enum EnvFrom {
