@@ -167,7 +167,7 @@ impl Daemon {
                 })
                 .await;
             }
-            self.holding.release(id);
+            self.holding.released(id).await;
             tracing::info!(proc = %id, "stopped a held program the database does not know as running");
         }
         Ok((n, adopted))

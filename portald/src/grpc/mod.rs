@@ -101,7 +101,11 @@ impl Portal for PortalService {
     async fn start(&self, req: Request<pb::StartRequest>) -> Reply<pb::Process> {
         let req = req.into_inner();
         let replace_ended = req.replace_ended;
-        let spec = convert::start_spec(req)?;
+        // Checking the working directory stats the filesystem, which may
+        // block (a network mount): not on a runtime worker.
+        let spec = tokio::task::spawn_blocking(move || convert::start_spec(req))
+            .await
+            .map_err(|e| DaemonError::task("checking the start request", &e))??;
         let handle = self.daemon.start(spec, replace_ended).await?;
         ok(convert::process_pb(&handle, None))
     }

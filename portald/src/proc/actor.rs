@@ -558,7 +558,7 @@ impl ProcActor {
             return;
         }
         // Recorded: the holder can let it go (its descriptors close).
-        self.holding.release(self.id());
+        self.holding.released(self.id()).await;
         self.shared
             .set_input(InputReport { state: InputState::Exited, source: InputSource::Kernel });
         self.state.send_modify(|p| p.status = status);
@@ -636,7 +636,7 @@ impl ProcActor {
             prompt_marks,
             last_osc_seq,
         };
-        self.holding.set_meta(id, carried.to_meta());
+        self.holding.set_meta(id, carried.to_meta()).await;
         tracing::info!(proc = %id, "handed over to the next daemon");
     }
 

@@ -49,7 +49,7 @@ impl Supervisor {
         if let Err(e) = self.store.update_status(update).await {
             tracing::warn!(proc = %self.id, error = %e, "cannot record the loss in the store");
         }
-        self.holding.release(self.id);
+        self.holding.released(self.id).await;
         self.state.send_modify(|p| p.status = ProcStatus::Lost);
     }
 }
