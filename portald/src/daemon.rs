@@ -76,7 +76,6 @@ pub(crate) struct Daemon {
 
 /// The parts a daemon is made of, as `serve` prepared them.
 pub(crate) struct Parts {
-    /// Settings.
     pub(crate) config: Config,
     /// The log.
     pub(crate) store: Store,

@@ -25,7 +25,7 @@ pub(crate) struct AgentRecord {
     pub(crate) name: Option<String>,
     /// Kind recognised by discovery.
     pub(crate) kind: Option<String>,
-    /// State.
+    /// What the agent is doing, as last decided.
     pub(crate) state: AgentState,
     /// Source of the state.
     pub(crate) source: Source,
@@ -87,7 +87,7 @@ pub(crate) enum AgentEvent {
         source: Source,
         /// The state.
         state: AgentState,
-        /// Reason.
+        /// Why, in the reporter's words (`permission`, `idle_reminder`).
         reason: Option<String>,
         /// Agent name.
         name: Option<String>,
@@ -105,9 +105,9 @@ pub(crate) enum AgentEvent {
     /// A recognised agent: the program itself, or a job that came to the
     /// PTY's foreground.
     Discovered {
-        /// Name.
+        /// The agent's name as recognised (`claude`, `codex`).
         name: String,
-        /// Kind.
+        /// Which known agent it is (today the same word as the name).
         kind: String,
         /// Its pid (the program, or the foreground group's leader).
         pid: u32,
@@ -124,7 +124,7 @@ pub(crate) enum AgentEvent {
     ChildExited {
         /// Exit code.
         code: Option<i32>,
-        /// Signal.
+        /// The signal that ended it, if one did.
         signal: Option<i32>,
     },
     /// Portal just typed a prompt into it.

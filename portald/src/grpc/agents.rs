@@ -145,7 +145,7 @@ fn check_ids(d: &Daemon, ids: &[u64]) -> Result<Vec<ProcId>, Status> {
         .collect()
 }
 
-/// AgentList.
+/// AgentList: the records that look like agents, most urgent first, with the per-state tally.
 pub(crate) fn list(
     d: &Daemon,
     req: &pb::AgentListRequest,
@@ -211,7 +211,7 @@ pub(crate) async fn watch(
     })
 }
 
-/// AgentWait.
+/// AgentWait: waits until the agents reach a ready state (every one, or the first).
 pub(crate) async fn wait(
     d: &Daemon,
     req: pb::AgentWaitRequest,
@@ -238,7 +238,7 @@ pub(crate) async fn wait(
     Ok(pb::AgentWaitResponse { results, effective_timeout_ms: ms(effective) })
 }
 
-/// AgentSend.
+/// AgentSend: types a prompt into each agent once it is ready, deduplicated by key.
 pub(crate) async fn send(
     d: &Arc<Daemon>,
     req: pb::AgentSendRequest,
@@ -329,7 +329,7 @@ pub(crate) fn emit(d: &Daemon, req: pb::EmitRequest) -> Result<pb::EmitResponse,
     Ok(pb::EmitResponse { agent: Some(agent_pb(d, record)) })
 }
 
-/// AgentHooks.
+/// AgentHooks: installs, removes or reports Portal's hooks in the agents' settings.
 pub(crate) fn hooks(req: &pb::AgentHooksRequest) -> Result<pb::AgentHooksResponse, Status> {
     let action = match pb::HookAction::try_from(req.action) {
         Ok(pb::HookAction::Install) => HookAction::Install,

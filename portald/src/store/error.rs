@@ -14,7 +14,7 @@ pub(crate) enum StoreError {
     Open {
         /// The file.
         path: PathBuf,
-        /// Why.
+        /// Why, for a person: SQLite's error, or what to do about a full disk.
         reason: String,
     },
     /// A schema migration failed.
@@ -22,7 +22,6 @@ pub(crate) enum StoreError {
     Migrate {
         /// Target version.
         version: usize,
-        /// Cause.
         #[source]
         source: rusqlite::Error,
     },

@@ -16,11 +16,10 @@ use crate::domain::{Chunk, ProcId, Resize, RowStatus, Transition};
 /// A process row as created at start.
 #[derive(Clone, Debug)]
 pub(crate) struct NewProc {
-    /// Name.
+    /// Its name, if it was given one.
     pub(crate) name: Option<String>,
-    /// Program.
+    /// The program as the caller named it.
     pub(crate) command: String,
-    /// Arguments.
     pub(crate) args: Vec<String>,
     /// Working directory.
     pub(crate) cwd: String,
@@ -41,11 +40,11 @@ pub(crate) struct NewProc {
 /// A status change of a process row.
 #[derive(Clone, Debug)]
 pub(crate) struct StatusUpdate {
-    /// Which.
+    /// The process whose row changes.
     pub(crate) id: ProcId,
     /// OS pid.
     pub(crate) pid: u32,
-    /// Status.
+    /// Its status now (running, ended and why, or lost).
     pub(crate) status: RowStatus,
     /// Exit code.
     pub(crate) exit_code: Option<i32>,
@@ -62,7 +61,7 @@ pub(crate) struct ProgramRow {
     pub(crate) program: String,
     /// Needs a PTY.
     pub(crate) needs_pty: bool,
-    /// Notes.
+    /// The notes recorded with it (empty: none).
     pub(crate) notes: String,
     /// Consecutive confirmations.
     pub(crate) confirmed_count: u32,

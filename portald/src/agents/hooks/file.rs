@@ -10,11 +10,11 @@ use std::path::PathBuf;
 /// What to do.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum HookAction {
-    /// Report.
+    /// Only say what the file holds; change nothing.
     Status,
-    /// Install.
+    /// Add Portal's handlers (replacing older ones of Portal's).
     Install,
-    /// Remove.
+    /// Remove Portal's handlers, and nothing else.
     Uninstall,
 }
 
@@ -58,7 +58,6 @@ pub(crate) enum HookError {
         op: &'static str,
         /// The file.
         path: PathBuf,
-        /// Cause.
         #[source]
         source: std::io::Error,
     },

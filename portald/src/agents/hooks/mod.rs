@@ -25,7 +25,7 @@ use std::path::Path;
 pub(crate) enum HookAgent {
     /// Claude Code.
     Claude,
-    /// Codex.
+    /// OpenAI's Codex CLI.
     Codex,
 }
 
