@@ -77,14 +77,14 @@ pub enum Notice {
     Exited {
         /// Which program.
         proc_id: u64,
-        /// How.
+        /// How it ended: its exit code, or the signal that ended it.
         exit: Exit,
     },
     /// An orphan of a program's tree ended and was reaped.
     OrphanReaped {
         /// Its pid.
         pid: u32,
-        /// How.
+        /// How it ended: its exit code, or the signal that ended it.
         exit: Exit,
     },
     /// The connection ended: the holder died (every program it held was

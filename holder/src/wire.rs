@@ -160,7 +160,7 @@ pub enum Event {
     Exited {
         /// Which program.
         proc_id: u64,
-        /// How.
+        /// How it ended: its exit code, or the signal that ended it.
         exit: Exit,
     },
     /// The answer to a [`Request::Hello`] the holder does not take: another

@@ -42,27 +42,25 @@ pub(crate) fn follow(daemon: Arc<Daemon>, interval: Duration) -> mpsc::Receiver<
     // One batch in flight: while the client is slow, changes accumulate in
     // the marks and go out together.
     let (tx, rx) = mpsc::channel(1);
-    let tracker = daemon.tracker.clone();
-    tracker.spawn(run(daemon, interval.max(MIN_INTERVAL), tx));
+    daemon.spawn(run(Arc::clone(&daemon), interval.max(MIN_INTERVAL), tx));
     rx
 }
 
 async fn run(daemon: Arc<Daemon>, interval: Duration, tx: mpsc::Sender<Batch>) {
-    let follower = daemon.registry.changes().follow();
-    let mut agents = daemon.agents.subscribe();
+    let follower = daemon.follow_changes();
+    let mut agents = daemon.agents().subscribe();
     agents.borrow_and_update();
-    let mut agent_seq = daemon.agents.last_seq();
+    let mut agent_seq = daemon.agents().last_seq();
     // Counted from here on (marks count only while someone follows).
     let mut seen = HashMap::new();
     scan(&daemon, &mut seen);
     if tx.send(Batch { initial: true, ..Batch::default() }).await.is_err() {
         return;
     }
-    let shutdown = daemon.shutdown.clone();
     loop {
         tokio::select! {
             () = tokio::time::sleep(interval) => {}
-            () = shutdown.cancelled() => return,
+            () = daemon.stopped() => return,
             () = tx.closed() => return,
         }
         let batch = loop {
@@ -74,7 +72,7 @@ async fn run(daemon: Arc<Daemon>, interval: Duration, tx: mpsc::Sender<Batch>) {
             if agents.has_changed().unwrap_or(false) {
                 agents.borrow_and_update();
                 batch.agents = true;
-                let (transitions, _) = daemon.agents.transitions_after(agent_seq);
+                let (transitions, _) = daemon.agents().transitions_after(agent_seq);
                 for t in transitions {
                     agent_seq = agent_seq.max(t.seq);
                     batch.ids.insert(t.id);
@@ -87,7 +85,7 @@ async fn run(daemon: Arc<Daemon>, interval: Duration, tx: mpsc::Sender<Batch>) {
                 () = notified => {}
                 // The book's sender lives as long as the daemon.
                 _ = agents.changed() => {}
-                () = shutdown.cancelled() => return,
+                () = daemon.stopped() => return,
                 () = tx.closed() => return,
             }
         };
@@ -101,7 +99,7 @@ async fn run(daemon: Arc<Daemon>, interval: Duration, tx: mpsc::Sender<Batch>) {
 /// last scan; `seen` is brought up to date.
 fn scan(daemon: &Daemon, seen: &mut HashMap<ProcId, u64>) -> BTreeSet<ProcId> {
     let mut changed = BTreeSet::new();
-    let handles = daemon.registry.list();
+    let handles = daemon.list();
     let mut present = std::collections::HashSet::with_capacity(handles.len());
     for h in &handles {
         let id = h.id();

@@ -93,6 +93,9 @@ pub(crate) const MAX_IDLE_TIMEOUT: Duration = Duration::from_secs(30 * 24 * 3600
 
 /// With [`Config::fault_injection`], writing exactly these bytes to a
 /// process panics its handler (tests prove the panic stays contained).
+/// Only in a build with the `fault-injection` feature, which only the tests
+/// enable.
+#[cfg(feature = "fault-injection")]
 #[doc(hidden)]
 pub const FAULT_PANIC_TRIGGER: &[u8] = b"\0portal-fault-injection: panic\0";
 
@@ -117,7 +120,9 @@ pub struct Config {
     /// How much I/O log is kept (oldest trimmed first).
     pub retention: Retention,
     /// Tests only: writing the fault-injection trigger to a process panics
-    /// its handler, to prove a panic is contained. No flag sets it.
+    /// its handler, to prove a panic is contained. No flag sets it, and only
+    /// a build with the `fault-injection` feature has it.
+    #[cfg(feature = "fault-injection")]
     #[doc(hidden)]
     pub fault_injection: bool,
     /// Ask the kernel whether programs wait for input (Linux `/proc`). Off,
@@ -179,6 +184,7 @@ impl Config {
                 total: DEFAULT_LOG_TOTAL,
                 max_db_bytes: None,
             },
+            #[cfg(feature = "fault-injection")]
             fault_injection: false,
             kernel_input_state: cfg!(target_os = "linux"),
             journal_ring_bytes: DEFAULT_JOURNAL_RING_BYTES,

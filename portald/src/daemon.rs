@@ -1,62 +1,115 @@
 //! The daemon's domain facade: what the gRPC layer calls.
 //!
-//! [`Daemon`] holds the registry, the store, the spawn bookkeeping and the
-//! shutdown tokens. Multi-step mutations (start, kill, cleanup) run in tracked
-//! tasks that the caller awaits, so a client that goes away mid-call never
-//! leaves half-applied state (a started process that is not registered, a
-//! cleanup that removed the entry but not the data).
+//! [`Daemon`] holds the registry, the store, the search index, the agent
+//! book, the holder and the shutdown token, all private: callers say what
+//! they do (start, kill, read, follow, wait, search...) and the facade
+//! brings the parts together. Multi-step mutations (start, kill, cleanup)
+//! run in tracked tasks that the caller awaits, so a client that goes away
+//! mid-call never leaves half-applied state (a started process that is not
+//! registered, a cleanup that removed the entry but not the data).
+//!
+//! Here: the facade and starting, killing and forgetting processes.
+//! `daemon/adopt.rs`: taking over what an earlier daemon left;
+//! `daemon/supervise.rs`: restarting a failed run under its policy.
+
+mod adopt;
+mod supervise;
 
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 
-use tokio_util::sync::CancellationToken;
+use tokio::sync::mpsc;
+use tokio_util::sync::{CancellationToken, WaitForCancellationFuture};
 use tokio_util::task::TaskTracker;
 
-use crate::agents::{AgentEvent, signals};
+use crate::agents::{AgentEvent, AgentState, Agents, Mode, WaitOutcome, WaitsForInput, signals};
 use crate::config::Config;
-use crate::domain::RowStatus;
+use crate::domain::{Resize, RowStatus, StreamId, Transition};
 use crate::error::DaemonError;
-use crate::marks::ChangeHub;
+use crate::marks::Follower;
 use crate::proc::actor::{self, ActorParts};
-use crate::proc::handover::Carried;
 use crate::proc::holding::Holding;
-use crate::proc::spawn;
+use crate::proc::spawn::{self, Spawned};
 use crate::proc::{
-    EndReason, ProcError, ProcFacts, ProcHandle, ProcId, ProcSpec, ProcStatus, Run, Stdio,
+    EndReason, ProcError, ProcFacts, ProcHandle, ProcId, ProcSpec, ProcStatus, Run, Shared, Stdio,
     Supervision,
 };
+use crate::reads::{FollowFrom, FollowItem, ReadResult, ReadSpec};
 use crate::registry::{ProcTarget, Registry};
-use crate::store::{NewProc, ProgramRecord, ProgramRow, StatusUpdate, Store};
+use crate::search::{Answer, Search, SearchIndex};
+use crate::sends::{Ledger, SendResult, SendSpec};
+use crate::store::{
+    LogHealth, NewProc, ProgramRecord, ProgramRow, StatusUpdate, Store, StoreError,
+};
 use crate::sys;
+use crate::waits::{self, WaitContext, WaitSpec};
 
 /// The daemon's state.
 pub(crate) struct Daemon {
-    /// Settings.
+    config: Config,
+    /// The log.
+    store: Store,
+    /// The log's full-text index.
+    search: SearchIndex,
+    /// Managed processes.
+    registry: Registry,
+    /// The holder: every program's parent, which outlives the daemon.
+    holding: Arc<Holding>,
+    /// Every task the daemon starts.
+    tracker: TaskTracker,
+    /// Cancelling it shuts the daemon down.
+    shutdown: CancellationToken,
+    /// Agent state.
+    agents: Arc<Agents>,
+    /// Remembered agent sends.
+    ledger: Ledger,
+    /// Wall-clock start, ns.
+    started_at_ns: i64,
+    /// Monotonic start.
+    started: std::time::Instant,
+    /// A release of free memory is scheduled (after cleanups).
+    trim_scheduled: std::sync::atomic::AtomicBool,
+    /// A checked live upgrade, carried out once serving has stopped.
+    upgrade: std::sync::Mutex<Option<crate::upgrade::Plan>>,
+}
+
+/// The parts a daemon is made of, as `serve` prepared them.
+pub(crate) struct Parts {
     pub(crate) config: Config,
     /// The log.
     pub(crate) store: Store,
     /// The log's full-text index.
-    pub(crate) search: crate::search::SearchIndex,
-    /// Managed processes.
-    pub(crate) registry: Registry,
-    /// Pids spawned and not yet reaped.
+    pub(crate) search: SearchIndex,
+    /// The holder, connected.
     pub(crate) holding: Arc<Holding>,
-    /// Every task the daemon starts.
+    /// Where every task the daemon starts is tracked.
     pub(crate) tracker: TaskTracker,
     /// Cancelling it shuts the daemon down.
     pub(crate) shutdown: CancellationToken,
-    /// Agent state.
-    pub(crate) agents: Arc<crate::agents::Agents>,
-    /// Remembered agent sends.
-    pub(crate) ledger: crate::sends::Ledger,
-    /// Wall-clock start, ns.
+    /// The last agent transition's sequence number in the log.
+    pub(crate) last_agent_seq: u64,
+}
+
+/// What GetInfo says about the daemon.
+#[derive(Debug)]
+pub(crate) struct DaemonInfo {
+    /// The socket it serves.
+    pub(crate) socket: PathBuf,
+    /// Its database file.
+    pub(crate) database: PathBuf,
+    /// When it started (wall clock, ns).
     pub(crate) started_at_ns: i64,
-    /// Monotonic start.
-    pub(crate) started: std::time::Instant,
-    /// A release of free memory is scheduled (after cleanups).
-    pub(crate) trim_scheduled: std::sync::atomic::AtomicBool,
-    /// A checked live upgrade, carried out once serving has stopped.
-    pub(crate) upgrade: std::sync::Mutex<Option<crate::upgrade::Plan>>,
+    /// How long it has run.
+    pub(crate) uptime: Duration,
+    /// Processes it lists, running or ended.
+    pub(crate) processes: usize,
+    /// Of those, the running ones.
+    pub(crate) running: usize,
+    /// How the log is doing.
+    pub(crate) log: LogHealth,
+    /// The log kept per process and in total (bytes).
+    pub(crate) log_limits: (u64, u64),
 }
 
 /// What an accepted upgrade tells the caller.
@@ -70,22 +123,32 @@ pub(crate) struct UpgradeAccepted {
     pub(crate) running: usize,
 }
 
-/// Adoptions at once when a daemon starts: enough to keep both cores and
-/// the store busy, few enough that their threads and log reads do not
-/// crowd each other out.
-const ADOPT_CONCURRENCY: usize = 16;
-
-/// How much of a PTY program's log rebuilds its screen when it is adopted
-/// after a crash: a few screenfuls of a busy TUI, parsed in milliseconds
-/// (lines that scroll away unseen are skipped), for each program adopted.
-const ADOPT_SCREEN_BYTES: u64 = 256 << 10;
-
 /// How long after a cleanup free memory is given back: cleanups come in
 /// runs (an agent cleaning up a fleet), and one release after the run costs
 /// a fraction of one per process.
 const TRIM_DELAY: std::time::Duration = std::time::Duration::from_millis(250);
 
 impl Daemon {
+    /// A daemon of `parts`, with no process yet (see `load_dormant`).
+    pub(crate) fn new(parts: Parts) -> Self {
+        let Parts { config, store, search, holding, tracker, shutdown, last_agent_seq } = parts;
+        Self {
+            agents: Arc::new(Agents::new(store.clone(), last_agent_seq)),
+            ledger: Ledger::default(),
+            config,
+            store,
+            search,
+            registry: Registry::default(),
+            holding,
+            tracker,
+            shutdown,
+            started_at_ns: sys::wall_ns(),
+            started: std::time::Instant::now(),
+            trim_scheduled: std::sync::atomic::AtomicBool::new(false),
+            upgrade: std::sync::Mutex::new(None),
+        }
+    }
+
     /// Runs `f` to completion in a tracked task, even if the caller goes away.
     async fn detached<T, F>(self: &Arc<Self>, what: &'static str, f: F) -> Result<T, DaemonError>
     where
@@ -99,162 +162,6 @@ impl Daemon {
                 Err(DaemonError::task(what, &e))
             }
         }
-    }
-
-    /// Registers the processes an earlier daemon left in the database. Those
-    /// it was running that the holder still holds (`held`) are adopted: an
-    /// actor takes them over where their log ends. The others it was running
-    /// are `lost`; all keep their logs and ids. What the holder holds that
-    /// the database does not know as running is stopped and let go.
-    /// Returns (processes listed, processes adopted).
-    pub(crate) async fn load_dormant(
-        &self,
-        held: Vec<portal_holder::client::Adoptable>,
-    ) -> Result<(usize, usize), ProcError> {
-        let mut held: std::collections::HashMap<u64, _> =
-            held.into_iter().map(|a| (a.held.proc_id, a)).collect();
-        let rows = self.store.read(crate::store::load_procs).await?;
-        let n = rows.len();
-        // The store marks what was running `lost` when it opens; the holder
-        // still holding it proves otherwise. Adoptions run a few at a time
-        // (each starts threads and reads the log): a daemon replaced with a
-        // thousand programs serves again in a fraction of the time.
-        let mut dormant = Vec::new();
-        let mut to_adopt = Vec::new();
-        for r in rows {
-            let running = matches!(r.status, RowStatus::Running | RowStatus::Lost);
-            match held.remove(&r.id.0) {
-                Some(a) if running => to_adopt.push((r, a)),
-                Some(a) => {
-                    held.insert(r.id.0, a);
-                    dormant.push(r);
-                }
-                None => dormant.push(r),
-            }
-        }
-        let adoptions =
-            futures::StreamExt::collect::<Vec<_>>(futures::StreamExt::buffer_unordered(
-                futures::stream::iter(to_adopt.into_iter().map(|(r, a)| async move {
-                    let adopted = self.adopt(&r, a).await;
-                    (r, adopted)
-                })),
-                ADOPT_CONCURRENCY,
-            ))
-            .await;
-        // Running when the last daemon went, and not held: their holder
-        // died, and them with it. What they left (their session, their
-        // lineage, reparented to init) is killed, and they are recorded as
-        // ended by that, never listed as if they might still run.
-        let orphaned: Vec<(crate::proc::ProcId, u32)> = dormant
-            .iter()
-            .filter(|r| {
-                matches!(r.status, RowStatus::Running | RowStatus::Lost) && r.ended_at_ns.is_none()
-            })
-            .map(|r| (r.id, r.pid))
-            .collect();
-        let lineages: Vec<sys::Lineage> = orphaned
-            .iter()
-            .map(|(id, _)| sys::Lineage::of_process(&self.config.socket, id.0))
-            .collect();
-        if !lineages.is_empty() {
-            let killed = tokio::task::spawn_blocking(move || sys::kill_carriers(&lineages))
-                .await
-                .unwrap_or(0);
-            tracing::warn!(
-                programs = orphaned.len(),
-                killed,
-                "programs whose portal-holder died: what they left was killed"
-            );
-        }
-        let now = sys::wall_ns();
-        let orphaned_ids: std::collections::HashSet<_> =
-            orphaned.iter().map(|(id, _)| *id).collect();
-        for &(id, pid) in &orphaned {
-            let update = StatusUpdate {
-                id,
-                pid,
-                status: RowStatus::Ended(EndReason::HolderLost),
-                exit_code: None,
-                exit_signal: None,
-                ended_at_ns: Some(now),
-            };
-            if let Err(e) = self.store.update_status(update).await {
-                tracing::warn!(proc = %id, error = %e, "cannot record that the holder died");
-            }
-        }
-        let mut adopted = 0;
-        for (r, result) in adoptions {
-            match result {
-                Ok(()) => adopted += 1,
-                Err(e) => {
-                    tracing::warn!(proc = %r.id, error = %e, "cannot adopt the process; it is lost");
-                    dormant.push(r);
-                }
-            }
-        }
-        for r in dormant {
-            let status = match r.status {
-                RowStatus::Ended(reason) => ProcStatus::Ended {
-                    reason,
-                    exit: sys::ExitInfo { code: r.exit_code, signal: r.exit_signal },
-                    at_ns: r.ended_at_ns.unwrap_or(r.started_at_ns),
-                },
-                RowStatus::Running | RowStatus::Lost if orphaned_ids.contains(&r.id) => {
-                    ProcStatus::Ended {
-                        reason: EndReason::HolderLost,
-                        exit: sys::ExitInfo { code: None, signal: None },
-                        at_ns: now,
-                    }
-                }
-                // Running when the last daemon wrote it, then its actor
-                // panicked or its adoption failed: its fate is unknown.
-                RowStatus::Running | RowStatus::Lost => ProcStatus::Lost,
-            };
-            let shared = shared_of(&r, self.registry.changes());
-            let size = r.size.map(|(rows, cols)| crate::proc::TermSize { rows, cols });
-            let supervision = supervision_of(&r);
-            let spec = ProcSpec {
-                command: r.command,
-                args: r.args,
-                cwd: PathBuf::from(r.cwd),
-                env: r.env,
-                // Never stored: a program started by an earlier daemon
-                // restarts in this daemon's environment plus its `env`.
-                env_from: crate::proc::EnvFrom::Daemon,
-                name: r.name,
-                idle_timeout: (r.timeout_ms > 0)
-                    .then(|| std::time::Duration::from_millis(r.timeout_ms)),
-                stdio: size.map_or(Stdio::Pipes, Stdio::Pty),
-                restart: supervision.policy,
-            };
-            let facts = ProcFacts {
-                id: r.id,
-                spec,
-                pid: r.pid,
-                started_at_ns: r.started_at_ns,
-                shell_integration: false,
-                token: String::new(),
-                run: supervision.run,
-            };
-            shared.touch();
-            let handle = ProcHandle::dormant(facts, shared, status, size, self.store.clone());
-            self.store.track(handle.id(), handle.history_starts());
-            self.registry.insert_dormant(handle);
-        }
-        for (id, left) in held {
-            let id = crate::proc::ProcId(id);
-            if left.held.exit.is_none() {
-                let lineage = sys::Lineage::daemon(&self.config.socket, self.holding.holder_pid());
-                let pid = left.held.pid;
-                let _ = tokio::task::spawn_blocking(move || {
-                    sys::kill_tree(pid, Some(&lineage), libc::SIGKILL)
-                })
-                .await;
-            }
-            self.holding.release(id);
-            tracing::info!(proc = %id, "stopped a held program the database does not know as running");
-        }
-        Ok((n, adopted))
     }
 
     /// Checks `binary` (default: the one this daemon was started from) and,
@@ -322,114 +229,177 @@ impl Daemon {
         }
     }
 
-    /// Takes over a program an earlier daemon was running: its row's spec
-    /// and counters, the holder's descriptors, a fresh actor.
-    async fn adopt(
-        &self,
-        r: &crate::store::StoredProc,
-        a: portal_holder::client::Adoptable,
-    ) -> Result<(), ProcError> {
-        let size = r.size.map(|(rows, cols)| crate::proc::TermSize { rows, cols });
-        let supervision = supervision_of(r);
-        let spec = ProcSpec {
-            command: r.command.clone(),
-            args: r.args.clone(),
-            cwd: PathBuf::from(&r.cwd),
-            env: r.env.clone(),
-            env_from: crate::proc::EnvFrom::Daemon,
-            name: r.name.clone(),
-            idle_timeout: (r.timeout_ms > 0)
-                .then(|| std::time::Duration::from_millis(r.timeout_ms)),
-            stdio: size.map_or(Stdio::Pipes, Stdio::Pty),
-            restart: supervision.policy,
-        };
-        let carried = Carried::parse(&a.held.meta);
-        let token = carried.token.clone().unwrap_or_default();
-        let pid = a.held.pid;
-        let id = r.id;
-        let (socket, holding) = (self.config.socket.clone(), Arc::clone(&self.holding));
-        let ends = r.ends;
-        let mut spawned =
-            tokio::task::spawn_blocking(move || spawn::adopt(id, a, &socket, &holding, ends))
-                .await
-                .map_err(|e| ProcError::Io {
-                    id,
-                    op: "adopt",
-                    source: std::io::Error::other(e.to_string()),
-                })??;
-        // The log ends where the last daemon committed; its journal says
-        // where the program really is. What lies between is logged from
-        // the journal (or marked lost with its size) before new output.
-        let shared = shared_of(r, self.registry.changes());
-        if let Some(snap) = spawned.recovered.take()
-            && crate::proc::journal::continue_log(id, &snap, &shared, &self.store).await
-            && let Err(e) = self.store.flush().await
-        {
-            tracing::warn!(proc = %id, error = %e, "cannot commit what the last daemon read");
-        }
-        let is_pty = matches!(spec.stdio, Stdio::Pty(_));
-        if let Some(cursors) = carried.cursors {
-            let ends = shared.ends();
-            let mut mine = shared.cursors();
-            for i in 0..3 {
-                mine[i] = cursors[i].min(ends[i]);
-            }
-        }
-        // The screen is rebuilt from the log's tail (a crash carries none,
-        // and an upgrade does not carry it: see `handover.rs`).
-        let screen_seed = if is_pty { self.log_tail(id, &shared).await } else { None };
-        if let Some(size) = size {
-            // Before it serves: `agents`, sends and waits see it at once.
-            let argv = std::iter::once(spec.command.clone()).chain(spec.args.iter().cloned());
-            let adopted = crate::agents::rebuild::Adopted {
-                id,
-                pid,
-                argv: argv.collect(),
-                size,
-                carried: carried.agent.clone(),
-                screen: screen_seed.clone(),
-            };
-            self.agents.rebuild(adopted).await;
-        }
-        let parts = ActorParts {
-            facts: ProcFacts {
-                id,
-                shell_integration: spawn::wants_shell_integration(&spec),
-                token,
-                spec,
-                pid,
-                started_at_ns: r.started_at_ns,
-                run: supervision.run,
-            },
-            agents: Arc::clone(&self.agents),
-            spawned,
-            store: self.store.clone(),
-            cancel: self.shutdown.child_token(),
-            kill_grace: self.config.kill_grace,
-            fault_injection: self.config.fault_injection,
-            kernel_input_state: self.config.kernel_input_state,
-            shared,
-            screen_seed,
-            carried_marks: (carried.prompt_marks, carried.last_osc_seq),
-        };
-        let handle = actor::start(parts, &self.tracker)?;
-        self.store.track(handle.id(), handle.history_starts());
-        self.registry.insert_dormant(handle);
-        self.record_running(id, pid).await;
-        tracing::info!(proc = %id, pid, "adopted a process an earlier daemon was running");
-        Ok(())
+    /// Stops the daemon: serving ends, then every program (the Shutdown rpc).
+    pub(crate) fn stop(&self) {
+        self.shutdown.cancel();
     }
 
-    /// The last [`ADOPT_SCREEN_BYTES`] of a PTY program's output and the
-    /// offset where they end (what a screen fed with them reflects), to
-    /// rebuild its screen when it is adopted.
-    async fn log_tail(
+    /// Resolves once the daemon stops (or hands over).
+    pub(crate) fn stopped(&self) -> WaitForCancellationFuture<'_> {
+        self.shutdown.cancelled()
+    }
+
+    /// Whether the daemon hands its programs over (a live upgrade).
+    pub(crate) fn is_handing_over(&self) -> bool {
+        self.holding.is_detaching()
+    }
+
+    /// Runs `task` as one of the daemon's own: shutdown waits for it.
+    pub(crate) fn spawn<F>(&self, task: F) -> tokio::task::JoinHandle<F::Output>
+    where
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        self.tracker.spawn(task)
+    }
+
+    /// The agent book.
+    pub(crate) fn agents(&self) -> &Agents {
+        &self.agents
+    }
+
+    /// Longest a single wait may block (see [`Config::wait_ceiling`]).
+    pub(crate) fn wait_ceiling(&self) -> Duration {
+        self.config.wait_ceiling
+    }
+
+    /// What GetInfo says about the daemon.
+    pub(crate) fn info(&self) -> DaemonInfo {
+        let (processes, running) = self.counts();
+        DaemonInfo {
+            socket: self.config.socket.clone(),
+            database: self.config.database(),
+            started_at_ns: self.started_at_ns,
+            uptime: self.started.elapsed(),
+            processes,
+            running,
+            log: self.store.health(),
+            log_limits: (self.config.retention.per_process, self.config.retention.total),
+        }
+    }
+
+    /// Every process, running or ended.
+    pub(crate) fn list(&self) -> Vec<ProcHandle> {
+        self.registry.list()
+    }
+
+    /// Looks a process up without counting it as client activity (a name a
+    /// search resolves, the process beside an agent's record).
+    pub(crate) fn lookup(&self, target: &ProcTarget) -> Result<ProcHandle, ProcError> {
+        self.registry.get(target)
+    }
+
+    /// Wakes a follower whenever a process changes (see `changes`).
+    pub(crate) fn follow_changes(&self) -> Follower {
+        self.registry.changes().follow()
+    }
+
+    /// A paged read of a process's log.
+    pub(crate) async fn read(
         &self,
-        id: crate::proc::ProcId,
-        shared: &crate::proc::Shared,
-    ) -> Option<(Vec<u8>, u64)> {
-        let tail = crate::proc::output_tail(&self.store, id, shared, ADOPT_SCREEN_BYTES).await;
-        tail.ok().map(|(bytes, _, end)| (bytes, end))
+        h: &ProcHandle,
+        spec: ReadSpec,
+    ) -> Result<ReadResult, ProcError> {
+        crate::reads::read(h, &self.store, spec).await
+    }
+
+    /// Follows a process's output from `from`: history, then live, each
+    /// byte once, until it ends or the daemon stops.
+    pub(crate) fn follow(
+        &self,
+        h: ProcHandle,
+        streams: Vec<StreamId>,
+        from: FollowFrom,
+    ) -> mpsc::Receiver<Result<FollowItem, ProcError>> {
+        crate::reads::follow(
+            h,
+            self.store.clone(),
+            streams,
+            from,
+            self.shutdown.clone(),
+            &self.tracker,
+        )
+    }
+
+    /// Searches the log.
+    pub(crate) async fn search(&self, spec: Search) -> Result<Answer, StoreError> {
+        self.search.search(&self.store, spec).await
+    }
+
+    /// For each of a process's `(stream, start)` spans: the bytes the log
+    /// keeps of it, and where its stored part ends.
+    pub(crate) async fn stored_bytes(
+        &self,
+        id: ProcId,
+        spans: Vec<(StreamId, u64)>,
+    ) -> Result<Vec<(u64, u64)>, StoreError> {
+        self.store.read(move |c| crate::store::stored_bytes(c, id, &spans)).await
+    }
+
+    /// A PTY process's resizes, oldest first.
+    pub(crate) async fn resizes(&self, id: ProcId) -> Result<Vec<Resize>, StoreError> {
+        self.store.read(move |c| crate::store::resizes(c, id)).await
+    }
+
+    /// Agent transitions after `cursor`: every one the book's ring still
+    /// holds, or else up to `page` of them from the log; `true` when they
+    /// are every one there is.
+    pub(crate) async fn agent_transitions_after(
+        &self,
+        cursor: u64,
+        page: usize,
+    ) -> Result<(Vec<Transition>, bool), StoreError> {
+        let (ring, complete) = self.agents.transitions_after(cursor);
+        if complete {
+            return Ok((ring, true));
+        }
+        let logged =
+            self.store.read(move |c| crate::store::agent_events_after(c, cursor, page)).await?;
+        Ok((logged, false))
+    }
+
+    /// The context a wait runs in: the log, the daemon's stop, its tasks.
+    fn wait_context(&self) -> WaitContext<'_> {
+        WaitContext { store: &self.store, cancel: &self.shutdown, tracker: &self.tracker }
+    }
+
+    /// Waits on one process (see `waits`).
+    pub(crate) async fn wait(
+        &self,
+        h: &ProcHandle,
+        spec: WaitSpec,
+    ) -> Result<waits::WaitOutcome, ProcError> {
+        waits::wait(h, &self.wait_context(), spec).await
+    }
+
+    /// Writes `input` (and Enter) to one process and waits for its result.
+    pub(crate) async fn run(
+        &self,
+        h: &ProcHandle,
+        spec: WaitSpec,
+        input: &str,
+        enter: bool,
+    ) -> Result<waits::WaitOutcome, ProcError> {
+        waits::run(h, &self.wait_context(), spec, input, enter).await
+    }
+
+    /// Waits for agents to reach one of `states` (every one, or the first).
+    pub(crate) async fn wait_agents(
+        &self,
+        ids: &[ProcId],
+        states: &[AgentState],
+        mode: Mode,
+        timeout: Duration,
+        at_input: WaitsForInput<'_>,
+    ) -> Vec<WaitOutcome> {
+        let agents = &self.agents;
+        crate::agents::wait_fleet(agents, ids, states, mode, timeout, &self.shutdown, at_input)
+            .await
+    }
+
+    /// Sends a prompt to one agent once it is ready (see `sends`).
+    pub(crate) async fn send_to_agent(&self, h: &ProcHandle, spec: &SendSpec) -> SendResult {
+        crate::sends::send_one(&self.agents, &self.ledger, h, spec, &self.shutdown).await
     }
 
     /// Waits until everything recorded so far is committed, so what a
@@ -463,79 +433,6 @@ impl Daemon {
             .await?;
         self.supervise(&handle);
         Ok(handle)
-    }
-
-    /// Watches a process with a restart policy, and each run that follows
-    /// it: a failed run is started again under its name after the policy's
-    /// backoff, until the policy's limit. A kill, an idle timeout or the
-    /// daemon stopping ends the watch; so does the name being taken over
-    /// meanwhile.
-    pub(crate) fn supervise(self: &Arc<Self>, handle: &ProcHandle) {
-        let Some(policy) = handle.facts.spec.restart else { return };
-        let this = Arc::clone(self);
-        let mut current = handle.clone();
-        self.tracker.spawn(async move {
-            loop {
-                let mut state = current.state.clone();
-                let ended = tokio::select! {
-                    s = state.wait_for(|p| !matches!(p.status, ProcStatus::Running)) => match s {
-                        Ok(p) => p.status,
-                        Err(_) => return,
-                    },
-                    () = this.shutdown.cancelled() => return,
-                };
-                let run = current.facts.run;
-                match restart_after(ended, run, policy) {
-                    Restart::No => return,
-                    Restart::LimitReached => {
-                        tracing::warn!(proc = %current.id(), restarts = run.restarts, "failed again; its restart limit is reached");
-                        return;
-                    }
-                    Restart::Yes => {}
-                }
-                if current.shared.no_restart.load(std::sync::atomic::Ordering::Acquire) {
-                    return;
-                }
-                let wait = policy.backoff(run.restarts);
-                let due = sys::monotonic_ns()
-                    .saturating_add(i64::try_from(wait.as_nanos()).unwrap_or(i64::MAX));
-                current.shared.restart_due_ns.store(due, std::sync::atomic::Ordering::Release);
-                current.shared.changes.changed();
-                tokio::select! {
-                    () = tokio::time::sleep(wait) => {}
-                    () = this.shutdown.cancelled() => return,
-                }
-                current.shared.restart_due_ns.store(0, std::sync::atomic::Ordering::Release);
-                // Someone took the name over meanwhile (an `up`, a start):
-                // theirs wins; or a kill (`down`) cancelled the restart.
-                if current.shared.replaced_by.load(std::sync::atomic::Ordering::Acquire) != 0
-                    || current.shared.no_restart.load(std::sync::atomic::Ordering::Acquire)
-                {
-                    return;
-                }
-                let next = Run { restarts: run.restarts + 1, restart_of: Some(current.id().0) };
-                match this.start_inner(current.facts.spec.clone(), true, next).await {
-                    Ok(h) => {
-                        tracing::info!(proc = %h.id(), of = %current.id(), restarts = next.restarts, "restarted after a failure");
-                        current = h;
-                    }
-                    Err(e) => {
-                        tracing::warn!(proc = %current.id(), error = %e, "cannot restart it");
-                        return;
-                    }
-                }
-            }
-        });
-    }
-
-    /// Supervises again what an earlier daemon supervised (after
-    /// `load_dormant`).
-    pub(crate) fn supervise_adopted(self: &Arc<Self>) {
-        for h in self.registry.list() {
-            if matches!(h.published().status, ProcStatus::Running) {
-                self.supervise(&h);
-            }
-        }
     }
 
     async fn start_inner(
@@ -609,27 +506,17 @@ impl Daemon {
         let spawned_at = began.elapsed();
         self.record_running(id, pid).await;
         let recorded = began.elapsed();
-        let parts = ActorParts {
-            facts: ProcFacts {
-                id,
-                shell_integration: spawn::wants_shell_integration(&spec),
-                token,
-                spec,
-                pid,
-                started_at_ns,
-                run,
-            },
-            agents: Arc::clone(&self.agents),
-            spawned,
-            store: self.store.clone(),
-            cancel: self.shutdown.child_token(),
-            kill_grace: self.config.kill_grace,
-            fault_injection: self.config.fault_injection,
-            kernel_input_state: self.config.kernel_input_state,
-            shared: crate::proc::Shared::new(self.registry.changes().clone()),
-            screen_seed: None,
-            carried_marks: (0, None),
+        let facts = ProcFacts {
+            id,
+            shell_integration: spawn::wants_shell_integration(&spec),
+            token,
+            spec,
+            pid,
+            started_at_ns,
+            run,
         };
+        let shared = Shared::new(self.registry.changes().clone());
+        let parts = self.actor_parts(facts, spawned, shared, None, (0, None));
         let is_pty = matches!(parts.facts.spec.stdio, Stdio::Pty(_));
         let agent = is_pty
             .then(|| {
@@ -671,6 +558,33 @@ impl Daemon {
             "process started"
         );
         Ok(handle)
+    }
+
+    /// What an actor starts from: the process's facts, its started program,
+    /// its counters, and what an earlier daemon left of its screen and marks;
+    /// the rest is the daemon's.
+    fn actor_parts(
+        &self,
+        facts: ProcFacts,
+        spawned: Spawned,
+        shared: Shared,
+        screen_seed: Option<(Vec<u8>, u64)>,
+        carried_marks: (u64, Option<u64>),
+    ) -> ActorParts {
+        ActorParts {
+            facts,
+            spawned,
+            store: self.store.clone(),
+            cancel: self.shutdown.child_token(),
+            kill_grace: self.config.kill_grace,
+            #[cfg(feature = "fault-injection")]
+            fault_injection: self.config.fault_injection,
+            agents: Arc::clone(&self.agents),
+            kernel_input_state: self.config.kernel_input_state,
+            shared,
+            screen_seed,
+            carried_marks,
+        }
     }
 
     /// Kills a process tree and waits until it ended.
@@ -775,100 +689,10 @@ impl Daemon {
             .await
     }
 
-    /// Socket path.
-    pub(crate) fn socket(&self) -> PathBuf {
-        self.config.socket.clone()
-    }
-
     /// Counts of processes: (all, running).
     pub(crate) fn counts(&self) -> (usize, usize) {
         let all = self.registry.list();
         let running = all.iter().filter(|h| h.status().is_running()).count();
         (all.len(), running)
-    }
-}
-
-/// Whether a run that ended so is started again.
-#[derive(Debug, PartialEq, Eq)]
-enum Restart {
-    Yes,
-    No,
-    LimitReached,
-}
-
-/// The restart decision: only a failure (an exit status other than 0, or
-/// a signal, the program's own doing) counts; a kill through Portal, an
-/// idle timeout, a shutdown or a loss does not.
-fn restart_after(ended: ProcStatus, run: Run, policy: crate::proc::RestartPolicy) -> Restart {
-    let ProcStatus::Ended { reason: EndReason::Exited, exit, .. } = ended else {
-        return Restart::No;
-    };
-    if exit.code == Some(0) && exit.signal.is_none() {
-        return Restart::No;
-    }
-    if run.restarts >= policy.max_restarts { Restart::LimitReached } else { Restart::Yes }
-}
-
-/// A row's supervision (none for a row without one, or unreadable).
-fn supervision_of(r: &crate::store::StoredProc) -> Supervision {
-    r.supervision.as_deref().and_then(|j| serde_json::from_str(j).ok()).unwrap_or_default()
-}
-
-/// A process's counters and offsets as its row stored them; its "read new"
-/// positions at the ends (what came before is not new to anyone now).
-fn shared_of(r: &crate::store::StoredProc, changes: &ChangeHub) -> crate::proc::Shared {
-    let shared = crate::proc::Shared::new(changes.clone());
-    if let Some(by) = r.replaced_by {
-        shared.replaced_by.store(by.0, std::sync::atomic::Ordering::Release);
-    }
-    for i in 0..3 {
-        shared.end[i].store(r.ends[i], std::sync::atomic::Ordering::Release);
-        shared.start[i].store(r.starts[i], std::sync::atomic::Ordering::Release);
-        shared.chunks[i].store(r.chunks[i], std::sync::atomic::Ordering::Release);
-    }
-    *shared.cursors() = r.ends;
-    shared
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::proc::RestartPolicy;
-
-    #[test]
-    fn only_a_failure_under_the_limit_restarts() {
-        let policy = RestartPolicy { max_restarts: 2, backoff_ms: 10 };
-        let ended = |reason, code, signal| ProcStatus::Ended {
-            reason,
-            exit: sys::ExitInfo { code, signal },
-            at_ns: 0,
-        };
-        let first = Run::default();
-        assert_eq!(
-            restart_after(ended(EndReason::Exited, Some(3), None), first, policy),
-            Restart::Yes
-        );
-        assert_eq!(
-            restart_after(ended(EndReason::Exited, None, Some(11)), first, policy),
-            Restart::Yes
-        );
-        assert_eq!(
-            restart_after(ended(EndReason::Exited, Some(0), None), first, policy),
-            Restart::No
-        );
-        for reason in
-            [EndReason::Killed, EndReason::TimedOut, EndReason::Stopped, EndReason::HolderLost]
-        {
-            assert_eq!(restart_after(ended(reason, None, Some(9)), first, policy), Restart::No);
-        }
-        assert_eq!(restart_after(ProcStatus::Lost, first, policy), Restart::No);
-        let last = Run { restarts: 2, restart_of: Some(4) };
-        assert_eq!(
-            restart_after(ended(EndReason::Exited, Some(1), None), last, policy),
-            Restart::LimitReached
-        );
-        assert_eq!(policy.backoff(0), std::time::Duration::from_millis(10));
-        assert_eq!(policy.backoff(3), std::time::Duration::from_millis(80));
-        assert_eq!(policy.backoff(30), crate::proc::MAX_BACKOFF);
     }
 }

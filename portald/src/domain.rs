@@ -52,9 +52,7 @@ impl StreamId {
 /// A terminal size, already validated.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct TermSize {
-    /// Rows.
     pub(crate) rows: u16,
-    /// Columns.
     pub(crate) cols: u16,
 }
 
@@ -96,7 +94,7 @@ pub(crate) enum AgentState {
     Done,
     /// Alive with no task.
     Idle,
-    /// Gone.
+    /// Its program (or the foreground job it ran as) ended.
     Exited,
     /// No usable signal yet.
     Unknown,
@@ -168,7 +166,7 @@ pub(crate) enum Source {
 }
 
 impl Source {
-    /// Name.
+    /// The wire and log name (`hook`, `osc`, `heuristic`, `lifecycle`).
     pub(crate) const fn as_str(self) -> &'static str {
         match self {
             Self::Hook => "hook",
@@ -189,7 +187,7 @@ impl Source {
 /// A terminal's resize, as the log keeps it (for recordings).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Resize {
-    /// Process.
+    /// The process whose terminal it was.
     pub(crate) id: ProcId,
     /// Wall-clock ns.
     pub(crate) at_ns: i64,
@@ -204,17 +202,17 @@ pub(crate) struct Resize {
 pub(crate) struct Transition {
     /// Global sequence number.
     pub(crate) seq: u64,
-    /// Process.
+    /// The process the agent runs in.
     pub(crate) id: ProcId,
-    /// Before.
+    /// The state it left.
     pub(crate) before: AgentState,
-    /// After.
+    /// The state it entered.
     pub(crate) after: AgentState,
-    /// Source.
+    /// What said so.
     pub(crate) source: Source,
-    /// Name.
+    /// The agent's name at the time, if known.
     pub(crate) name: Option<String>,
-    /// Reason.
+    /// Why, as the record had it (a dialog's kind, `exit 1`).
     pub(crate) reason: Option<String>,
     /// Wall clock, ns.
     pub(crate) at_ns: i64,

@@ -44,7 +44,7 @@ pub(crate) enum ReadFrom {
 pub(crate) struct ReadSpec {
     /// Streams, in any order, no duplicates.
     pub(crate) streams: Vec<StreamId>,
-    /// Start.
+    /// Where the read starts.
     pub(crate) from: ReadFrom,
     /// Data budget.
     pub(crate) max_bytes: u64,
@@ -57,7 +57,6 @@ pub(crate) struct ReadSpec {
 /// One record of a read result.
 #[derive(Clone, Debug)]
 pub(crate) struct OutRecord {
-    /// Stream.
     pub(crate) stream: StreamId,
     /// Offset of the source range.
     pub(crate) offset: u64,
@@ -479,7 +478,6 @@ pub(crate) enum FollowItem {
     Output(OutRecord),
     /// History before `offset` of `stream` is gone (`length` bytes skipped).
     Gap {
-        /// Stream.
         stream: StreamId,
         /// Where the requested range began.
         offset: u64,

@@ -32,12 +32,10 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::config::Config;
-use crate::daemon::Daemon;
+use crate::daemon::{Daemon, Parts};
 use crate::grpc::{PortalService, auth};
 use crate::proc::holding::Holding;
-use crate::registry::Registry;
 use crate::store::{Store, StoreThread};
-use crate::sys;
 
 /// How long in-flight calls get to finish at shutdown before connections are
 /// closed under them. Calls are short (waits end on the shutdown token), so
@@ -247,21 +245,16 @@ pub async fn serve(listener: Listener, shutdown: CancellationToken) -> anyhow::R
     let holder_pid = holding.holder_pid();
     let last_seq = store.read(crate::store::last_agent_seq).await.unwrap_or(0);
     let (search, index_thread) = crate::search::SearchIndex::start(&store);
-    let daemon = Arc::new(Daemon {
-        search,
-        agents: Arc::new(crate::agents::Agents::new(store.clone(), last_seq)),
-        ledger: crate::sends::Ledger::default(),
+    let daemon = Arc::new(Daemon::new(Parts {
         config,
         store: store.clone(),
-        registry: Registry::default(),
+        search,
         holding,
         tracker: tracker.clone(),
         shutdown: shutdown.clone(),
-        started_at_ns: sys::wall_ns(),
-        started: std::time::Instant::now(),
-        trim_scheduled: std::sync::atomic::AtomicBool::new(false),
-        upgrade: std::sync::Mutex::new(None),
-    });
+        last_agent_seq: last_seq,
+    }));
+    let teardown = Teardown { tracker, store, store_thread, index_thread };
     match daemon.load_dormant(leftovers).await {
         Ok((0, _)) => {}
         Ok((n, adopted)) => tracing::info!(
@@ -307,17 +300,8 @@ pub async fn serve(listener: Listener, shutdown: CancellationToken) -> anyhow::R
     shutdown.cancel();
     if let Some(plan) = daemon.take_upgrade() {
         tracing::info!("handing over: every program stays with portal-holder");
-        tracker.close();
-        tracker.wait().await;
-        drop(daemon);
-        store.close().await;
-        tokio::task::spawn_blocking(move || {
-            store_thread.join();
-            // The next daemon's indexer must not race this one's.
-            index_thread.join();
-        })
-        .await
-        .ok();
+        teardown.tasks_done().await;
+        teardown.close_store(daemon).await;
         // Every program is handed over: an error of the server now must not
         // keep the next daemon from taking them.
         if let Err(e) = served {
@@ -328,8 +312,7 @@ pub async fn serve(listener: Listener, shutdown: CancellationToken) -> anyhow::R
         return Ok(Ended::Upgrade(handover));
     }
     tracing::info!("shutting down: stopping managed processes");
-    tracker.close();
-    tracker.wait().await;
+    teardown.tasks_done().await;
     // Every managed process has ended; what they left behind (daemons that
     // double forked away, reparented here) goes with them.
     let lineage = crate::sys::Lineage::daemon(&socket, holder_pid);
@@ -339,18 +322,43 @@ pub async fn serve(listener: Listener, shutdown: CancellationToken) -> anyhow::R
     {
         tracing::info!(killed, "killed what managed processes left behind");
     }
-    drop(daemon);
-    store.close().await;
-    tokio::task::spawn_blocking(move || {
-        store_thread.join();
-        index_thread.join();
-    })
-    .await
-    .ok();
+    teardown.close_store(daemon).await;
     endpoint.remove_if_ours();
     drop(lock);
     tracing::info!("portald stopped");
     served.context("serving gRPC").map(|()| Ended::Stopped)
+}
+
+/// What is wound down last, in this order, whether the daemon stops or
+/// hands over: its tasks, then the store and the search indexer.
+struct Teardown {
+    tracker: TaskTracker,
+    store: Store,
+    store_thread: StoreThread,
+    index_thread: crate::search::IndexThread,
+}
+
+impl Teardown {
+    /// Waits for every tracked task: every actor has ended its program (or
+    /// handed it over) and recorded it.
+    async fn tasks_done(&self) {
+        self.tracker.close();
+        self.tracker.wait().await;
+    }
+
+    /// Drops the daemon, commits what is queued and joins the writer and
+    /// the indexer (the next daemon's indexer must not race this one's).
+    async fn close_store(self, daemon: Arc<Daemon>) {
+        drop(daemon);
+        self.store.close().await;
+        let (store_thread, index_thread) = (self.store_thread, self.index_thread);
+        tokio::task::spawn_blocking(move || {
+            store_thread.join();
+            index_thread.join();
+        })
+        .await
+        .ok();
+    }
 }
 
 /// Binds and serves: the daemon's whole life.

@@ -1,18 +1,18 @@
 //! Every system call the daemon makes outside std, each behind a safe
 //! function: process signalling (`kill`, `killpg` and the tree sweep that
 //! reaches everything a managed process started, whatever groups or
-//! sessions it made, and what was reparented to the daemon), reaping
-//! (`waitpid` of one pid, and of orphans Portal did not spawn), the child
-//! subreaper flag, `setsid`, `flock`, terminal modes, free disk space and
-//! the monotonic clock. Parsing of `/proc/<pid>/stat` lives here too because
-//! the sweep depends on it.
+//! sessions it made, and what was reparented to the holder), `setsid`,
+//! `flock`, polls, terminal modes, a listening socket's address, free disk
+//! space and the monotonic clock (reaping is the holder's). Parsing of
+//! `/proc/<pid>/stat` lives here too because the sweep depends on it.
 //!
-//! The calls go through `rustix`'s safe wrappers. Four stay on `libc`, each
-//! in an `unsafe` block with its SAFETY note: `kill`/`killpg` (rustix's
-//! `Signal` names no real-time signal, which Portal delivers), the `setsid`
-//! hook that runs in a forked child (`pre_exec` is unsafe whatever it calls)
-//! glibc's `malloc_trim` (no wrapper exists), and the borrow of a raw
-//! descriptor the PTY library hands out.
+//! The calls go through `rustix`'s safe wrappers. What rustix cannot do
+//! stays on `libc`, each in an `unsafe` block with its SAFETY note: `kill`
+//! and `killpg` of a real-time signal only (rustix's `Signal` names every
+//! other signal, but no real-time one, which Portal delivers when asked),
+//! glibc's `malloc_trim` (no wrapper exists), taking an inherited
+//! descriptor by number, and the borrow of a raw descriptor the PTY
+//! library hands out.
 #![allow(unsafe_code, reason = "what rustix does not cover; each block has a SAFETY note")]
 
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -29,36 +29,56 @@ pub(crate) struct ExitInfo {
     pub(crate) signal: Option<i32>,
 }
 
-fn pid_t(pid: u32) -> io::Result<libc::pid_t> {
-    libc::pid_t::try_from(pid)
+/// `pid` as rustix takes it: positive, so it never addresses the caller's
+/// own group (0) or every process (-1).
+fn pid_of(pid: u32) -> io::Result<rustix::process::Pid> {
+    i32::try_from(pid)
         .ok()
-        .filter(|p| *p > 0)
+        .and_then(rustix::process::Pid::from_raw)
         .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, format!("invalid pid {pid}")))
 }
 
 /// Sends `sig` to one process. A process that is already gone is not an error.
 pub(crate) fn kill(pid: u32, sig: i32) -> io::Result<()> {
-    let pid = pid_t(pid)?;
-    // SAFETY: kill has no memory-safety preconditions; pid is positive so it
-    // never addresses a process group or every process.
-    let rc = unsafe { libc::kill(pid, sig) };
-    check_esrch_ok(rc)
+    let pid = pid_of(pid)?;
+    let sent = match rustix::process::Signal::from_named_raw(sig) {
+        Some(sig) => rustix::process::kill_process(pid, sig).map_err(io::Error::from),
+        None if sig == 0 => rustix::process::test_kill_process(pid).map_err(io::Error::from),
+        None => {
+            // SAFETY: kill has no memory-safety preconditions; the pid is
+            // positive, so it never addresses a process group or every
+            // process. Only a real-time signal comes here (rustix names
+            // every other one).
+            let rc = unsafe { libc::kill(pid.as_raw_nonzero().get(), sig) };
+            if rc == 0 { Ok(()) } else { Err(io::Error::last_os_error()) }
+        }
+    };
+    gone_is_fine(sent)
 }
 
 /// Sends `sig` to a process group. A group that is already gone is not an error.
 pub(crate) fn killpg(pgid: u32, sig: i32) -> io::Result<()> {
-    let pgid = pid_t(pgid)?;
-    // SAFETY: killpg has no memory-safety preconditions; pgid is positive.
-    let rc = unsafe { libc::killpg(pgid, sig) };
-    check_esrch_ok(rc)
+    let pgid = pid_of(pgid)?;
+    let sent = match rustix::process::Signal::from_named_raw(sig) {
+        Some(sig) => rustix::process::kill_process_group(pgid, sig).map_err(io::Error::from),
+        None if sig == 0 => rustix::process::test_kill_process_group(pgid).map_err(io::Error::from),
+        None => {
+            // SAFETY: killpg has no memory-safety preconditions; the group
+            // id is positive. Only a real-time signal comes here.
+            let rc = unsafe { libc::killpg(pgid.as_raw_nonzero().get(), sig) };
+            if rc == 0 { Ok(()) } else { Err(io::Error::last_os_error()) }
+        }
+    };
+    gone_is_fine(sent)
 }
 
-fn check_esrch_ok(rc: libc::c_int) -> io::Result<()> {
-    if rc == 0 {
-        return Ok(());
+/// A signal to a process or group that no longer exists (ESRCH) reached
+/// everything it could: not an error.
+fn gone_is_fine(sent: io::Result<()>) -> io::Result<()> {
+    match sent {
+        Err(e) if e.raw_os_error() == Some(libc::ESRCH) => Ok(()),
+        other => other,
     }
-    let err = io::Error::last_os_error();
-    if err.raw_os_error() == Some(libc::ESRCH) { Ok(()) } else { Err(err) }
 }
 
 /// What every process a managed process started carries in its environment,
@@ -558,6 +578,19 @@ mod tests {
     fn kill_of_a_missing_process_is_not_an_error() {
         // Pid numbers near the maximum are not in use on a test machine.
         assert!(kill(4_194_000, 0).is_ok());
+        assert!(kill(4_194_000, libc::SIGTERM).is_ok());
+        assert!(kill(4_194_000, libc::SIGRTMIN() + 3).is_ok());
+        assert!(killpg(4_194_000, libc::SIGRTMIN()).is_ok());
         assert!(kill(0, 0).is_err());
+    }
+
+    #[test]
+    fn named_and_real_time_signals_both_arrive() {
+        use std::os::unix::process::ExitStatusExt as _;
+        for sig in [libc::SIGTERM, libc::SIGRTMIN() + 1] {
+            let mut child = std::process::Command::new("sleep").arg("30").spawn().expect("sleep");
+            kill(child.id(), sig).expect("kill");
+            assert_eq!(child.wait().expect("wait").signal(), Some(sig));
+        }
     }
 }

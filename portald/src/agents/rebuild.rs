@@ -24,11 +24,9 @@
 //!   the exit the holder kept.
 
 use crate::agents::dialog::{self, Dialog};
-use crate::agents::{
-    AgentEvent, AgentRecord, AgentState, Agents, DIALOG_REASONS, Entry, Instance, ProcId, Source,
-    Transition, signals,
-};
-use crate::domain::TermSize;
+use crate::agents::reducer::{AgentEvent, AgentRecord, DIALOG_REASONS, Instance};
+use crate::agents::signals;
+use crate::domain::{AgentState, ProcId, Source, TermSize, Transition};
 
 /// What a daemon knows of a PTY program it adopts.
 pub(crate) struct Adopted {
@@ -236,54 +234,6 @@ pub(crate) fn check(
     events
 }
 
-impl Agents {
-    /// The record of a PTY program this daemon adopts: rebuilt from the
-    /// carried record and the log, checked against the process table and
-    /// the screen. Corrections are applied through the reducer, so they are
-    /// logged transitions too. A record nothing is known of starts afresh,
-    /// as at a start.
-    pub(crate) async fn rebuild(&self, adopted: Adopted) {
-        let id = adopted.id;
-        let logged = self
-            .store
-            .read(move |c| crate::store::newest_agent_event(c, id))
-            .await
-            .unwrap_or_else(|e| {
-                tracing::warn!(proc = %id, error = %e, "cannot read the agent's history; it starts afresh");
-                None
-            });
-        let carried = adopted.carried.clone().filter(|r| r.id == id);
-        let base = newest(carried, logged.as_ref(), super::now());
-        let look_at_screen = base.as_ref().is_some_and(|r| r.is_agent);
-        let pid = adopted.pid;
-        let facts = tokio::task::spawn_blocking(move || Facts::look(&adopted, look_at_screen))
-            .await
-            .unwrap_or_default();
-        let Some(mut record) = base else {
-            self.register(id);
-            if let Some((name, kind)) = facts.program_agent {
-                // The program itself is an agent: known from its start.
-                self.apply(id, AgentEvent::Discovered { name, kind, pid, job: None });
-            }
-            return;
-        };
-        let mut instance = Instance::default();
-        let events = check(&mut record, &mut instance, pid, &facts);
-        tracing::info!(
-            proc = %id,
-            agent_state = record.state.as_str(),
-            agent_name = record.name.as_deref().unwrap_or(""),
-            corrections = events.len(),
-            "agent record rebuilt for an adopted program"
-        );
-        self.lock().entries.insert(id, Entry { record, instance });
-        for event in events {
-            self.apply(id, event);
-        }
-        self.changed.send_modify(|_| {});
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -349,7 +299,7 @@ mod tests {
         let mut inst = Instance::default();
         let events = check(&mut rec, &mut inst, 50, facts);
         for e in events.clone() {
-            super::super::apply(&mut rec, &mut inst, e, NOW);
+            crate::agents::reducer::apply(&mut rec, &mut inst, e, NOW);
         }
         (rec, events)
     }

@@ -9,7 +9,8 @@
 
 use portal_client::osc3008::percent_decode;
 
-use super::{AgentEvent, AgentState, Source};
+use crate::agents::reducer::{AgentEvent, PROGRAM_STATUS_EVENT};
+use crate::domain::{AgentState, Source};
 
 /// A decoded Portal OSC 3008 record.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -89,10 +90,6 @@ fn portal_3008<'a>(fields: impl Iterator<Item = &'a str>) -> Option<OscReport> {
         seq,
     })
 }
-
-/// The event name reports from OSC 7501 carry, for the reducer's guard
-/// (an `idle` right after `done` keeps the finished turn `done`).
-pub(crate) const PROGRAM_STATUS_EVENT: &str = "osc7501";
 
 /// OSC 7501, a program's own status (`state=working:app=codex`,
 /// `state=blocked:app=claude-code:kind=permission:msg=<base64>`): fields

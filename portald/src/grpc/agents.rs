@@ -11,13 +11,13 @@ use tonic::Status;
 use super::convert::{InvalidRequest, status_pb};
 use crate::agents::hooks::{self, HookAction, HookAgent};
 use crate::agents::{
-    AgentEvent, AgentRecord, AgentState, Mode, Source, Transition, WaitOutcome, signals, wait_fleet,
+    AgentEvent, AgentRecord, AgentState, Mode, Source, Transition, WaitOutcome, signals,
 };
 use crate::daemon::Daemon;
 use crate::error::DaemonError;
 use crate::proc::{ProcError, ProcId};
 use crate::registry::ProcTarget;
-use crate::sends::{SendSpec, send_one};
+use crate::sends::SendSpec;
 
 fn invalid(field: &str, reason: String) -> InvalidRequest {
     InvalidRequest { field: field.to_owned(), reason }
@@ -69,7 +69,7 @@ fn source_pb(s: Source) -> pb::AgentSource {
 
 fn agent_pb(d: &Daemon, r: AgentRecord) -> pb::Agent {
     let age = crate::sys::monotonic_ns() - r.since_mono_ns;
-    let handle = d.registry.get(&ProcTarget::Id(r.id.0)).ok();
+    let handle = d.lookup(&ProcTarget::Id(r.id.0)).ok();
     let process_status =
         handle.as_ref().map_or(pb::Status::Unspecified, |h| status_pb(h.status()).0);
     let awaiting_secret = handle
@@ -122,7 +122,7 @@ fn outcome_pb(o: WaitOutcome) -> pb::AgentWaitOutcome {
 
 fn timeout(d: &Daemon, ms: u64) -> Duration {
     let requested = if ms == 0 { crate::waits::DEFAULT_TIMEOUT } else { Duration::from_millis(ms) };
-    requested.min(d.config.wait_ceiling)
+    requested.min(d.wait_ceiling())
 }
 
 fn ms(d: Duration) -> u64 {
@@ -145,13 +145,13 @@ fn check_ids(d: &Daemon, ids: &[u64]) -> Result<Vec<ProcId>, Status> {
         .collect()
 }
 
-/// AgentList.
+/// AgentList: the records that look like agents, most urgent first, with the per-state tally.
 pub(crate) fn list(
     d: &Daemon,
     req: &pb::AgentListRequest,
 ) -> Result<pb::AgentListResponse, Status> {
     let filter = states("states", &req.states, &[])?;
-    let all = d.agents.list();
+    let all = d.agents().list();
     let summary = crate::agents::summary(&all);
     let agents = all
         .into_iter()
@@ -172,16 +172,10 @@ pub(crate) async fn watch(
     let filter = states("states", &req.states, &[])?;
     let effective = timeout(d, req.timeout_ms);
     let deadline = tokio::time::Instant::now() + effective;
-    let mut rx = d.agents.subscribe();
+    let mut rx = d.agents().subscribe();
     let mut cursor = req.since;
     loop {
-        let (ring, complete) = d.agents.transitions_after(cursor);
-        let scanned = if complete {
-            ring
-        } else {
-            let since = cursor;
-            d.store.read(move |c| crate::store::agent_events_after(c, since, WATCH_DB_PAGE)).await?
-        };
+        let (scanned, complete) = d.agent_transitions_after(cursor, WATCH_DB_PAGE).await?;
         if let Some(last) = scanned.last() {
             cursor = cursor.max(last.seq);
         }
@@ -204,12 +198,12 @@ pub(crate) async fn watch(
         tokio::select! {
             changed = rx.changed() => if changed.is_err() { break },
             () = tokio::time::sleep_until(deadline) => break,
-            () = d.shutdown.cancelled() => break,
+            () = d.stopped() => break,
         }
     }
     // A cursor from the future (another database, or "now" asked as the
     // largest number) comes back as the latest sequence number.
-    let cursor = cursor.min(d.agents.last_seq());
+    let cursor = cursor.min(d.agents().last_seq());
     Ok(pb::AgentWatchResponse {
         transitions: Vec::new(),
         cursor,
@@ -217,7 +211,7 @@ pub(crate) async fn watch(
     })
 }
 
-/// AgentWait.
+/// AgentWait: waits until the agents reach a ready state (every one, or the first).
 pub(crate) async fn wait(
     d: &Daemon,
     req: pb::AgentWaitRequest,
@@ -231,21 +225,20 @@ pub(crate) async fn wait(
     };
     let effective = timeout(d, req.timeout_ms);
     let at_input = |id: ProcId| d.get(&ProcTarget::Id(id.0)).is_ok_and(|h| h.waits_for_input());
-    let outcomes =
-        wait_fleet(&d.agents, &ids, &targets, mode, effective, &d.shutdown, &at_input).await;
+    let outcomes = d.wait_agents(&ids, &targets, mode, effective, &at_input).await;
     let results = ids
         .iter()
         .zip(outcomes)
         .map(|(id, o)| pb::AgentWaitResult {
             id: id.0,
             outcome: outcome_pb(o).into(),
-            agent: d.agents.get(*id).map(|r| agent_pb(d, r)),
+            agent: d.agents().get(*id).map(|r| agent_pb(d, r)),
         })
         .collect();
     Ok(pb::AgentWaitResponse { results, effective_timeout_ms: ms(effective) })
 }
 
-/// AgentSend.
+/// AgentSend: types a prompt into each agent once it is ready, deduplicated by key.
 pub(crate) async fn send(
     d: &Arc<Daemon>,
     req: pb::AgentSendRequest,
@@ -271,13 +264,13 @@ pub(crate) async fn send(
         Some(k) => super::clients::clean(&format!("{o} agent send (key {k})")),
         None => super::clients::clean(&format!("{o} agent send")),
     });
-    let task = d.tracker.spawn(crate::proc::INPUT_ORIGIN.scope(origin, async move {
+    let task = d.spawn(crate::proc::INPUT_ORIGIN.scope(origin, async move {
         let sends = ids.iter().map(|id| {
             let this = Arc::clone(&this);
             let spec = spec.clone();
             async move {
                 match this.get(&ProcTarget::Id(id.0)) {
-                    Ok(h) => send_one(&this.agents, &this.ledger, &h, &spec, &this.shutdown).await,
+                    Ok(h) => this.send_to_agent(&h, &spec).await,
                     Err(e) => crate::sends::SendResult {
                         sent: false,
                         deduplicated: false,
@@ -332,11 +325,11 @@ pub(crate) fn emit(d: &Daemon, req: pb::EmitRequest) -> Result<pb::EmitResponse,
         event: nonempty(req.event),
         session_id,
     };
-    let record = d.agents.apply(h.id(), event).ok_or(ProcError::Gone(h.id()))?;
+    let record = d.agents().apply(h.id(), event).ok_or(ProcError::Gone(h.id()))?;
     Ok(pb::EmitResponse { agent: Some(agent_pb(d, record)) })
 }
 
-/// AgentHooks.
+/// AgentHooks: installs, removes or reports Portal's hooks in the agents' settings.
 pub(crate) fn hooks(req: &pb::AgentHooksRequest) -> Result<pb::AgentHooksResponse, Status> {
     let action = match pb::HookAction::try_from(req.action) {
         Ok(pb::HookAction::Install) => HookAction::Install,

@@ -13,7 +13,7 @@ use tonic::{Status, Streaming};
 use super::convert;
 use crate::daemon::Daemon;
 use crate::proc::{ProcError, StreamId};
-use crate::reads::{self, FollowFrom, FollowItem};
+use crate::reads::{FollowFrom, FollowItem};
 
 /// The outbound stream of an attachment.
 pub(crate) type AttachStream = Pin<Box<dyn Stream<Item = Result<pb::AttachEvent, Status>> + Send>>;
@@ -49,24 +49,17 @@ pub(crate) async fn attach(
         .await
         .map_err(|_| ProcError::Gone(id))?;
     let from = FollowFrom::Cursor([None, Some(offset), None]);
-    let rx = reads::follow(
-        handle.clone(),
-        daemon.store.clone(),
-        vec![StreamId::Stdout],
-        from,
-        daemon.shutdown.clone(),
-        &daemon.tracker,
-    );
+    let rx = daemon.follow(handle.clone(), vec![StreamId::Stdout], from);
     // Keystrokes and resizes until the client detaches (ends its stream).
     let input = handle.clone();
-    let shutdown = daemon.shutdown.clone();
+    let d = Arc::clone(&daemon);
     // The keystrokes are the attached client's input.
-    daemon.tracker.spawn(crate::proc::INPUT_ORIGIN.scope(origin, async move {
+    daemon.spawn(crate::proc::INPUT_ORIGIN.scope(origin, async move {
         // Ends with the daemon too: a client still sending must not hold the
         // drain (and a live upgrade's pause) open.
         while let Some(Ok(Some(msg))) = tokio::select! {
             msg = inbound.message() => Some(msg),
-            () = shutdown.cancelled() => None,
+            () = d.stopped() => None,
         } {
             let res = match msg.msg {
                 Some(pb::attach_request::Msg::Input(data)) => input.write(data).await.map(drop),
@@ -104,5 +97,5 @@ pub(crate) async fn attach(
             }
         }
     });
-    Ok(Box::pin(first.chain(live).chain(super::handover_end(daemon))))
+    Ok(Box::pin(first.chain(live).chain(super::handover::end(daemon))))
 }

@@ -94,7 +94,8 @@ pub(crate) fn term_size(
 }
 
 /// Validates a start request into a spec. The working directory is checked
-/// to exist.
+/// to exist: blocking (it stats the filesystem), so callers run it on a
+/// blocking thread.
 pub(crate) fn start_spec(req: pb::StartRequest) -> Result<ProcSpec, InvalidRequest> {
     if req.command.trim().is_empty() {
         return Err(invalid("command", "is empty: name the program to run (no shell is implied)"));

@@ -10,6 +10,7 @@ pub(crate) mod auth;
 pub(crate) mod clients;
 pub(crate) mod convert;
 pub(crate) mod decode;
+mod handover;
 pub(crate) mod search;
 pub(crate) mod status;
 
@@ -66,20 +67,6 @@ impl PortalService {
 
 type Reply<T> = Result<Response<T>, Status>;
 
-/// The end of a stream cut by a live upgrade: it says so, and the client
-/// reconnects and continues from the last offset it got. Nothing for a
-/// stream that ended for any other reason.
-fn handover_end<T: Send>(daemon: Arc<Daemon>) -> impl Stream<Item = Result<T, Status>> + Send {
-    let end = futures::stream::once(async move {
-        daemon.holding.is_detaching().then(|| Err(Status::unavailable(HANDOVER_MESSAGE)))
-    });
-    futures::StreamExt::filter_map(end, |x| async { x })
-}
-
-/// What a stream cut by a live upgrade ends with (code UNAVAILABLE: retry).
-const HANDOVER_MESSAGE: &str = "portald is being replaced by a new version (live upgrade); \
-     every program runs on: reconnect and continue from the last offset you got";
-
 fn ok<T>(v: T) -> Reply<T> {
     Ok(Response::new(v))
 }
@@ -87,23 +74,22 @@ fn ok<T>(v: T) -> Reply<T> {
 #[tonic::async_trait]
 impl Portal for PortalService {
     async fn get_info(&self, _: Request<pb::GetInfoRequest>) -> Reply<pb::GetInfoResponse> {
-        let d = &self.daemon;
-        let (all, running) = d.counts();
-        let health = d.store.health();
+        let info = self.daemon.info();
+        let health = info.log;
         let (upgraded_from, upgrade_error) = crate::upgrade::last_upgrade();
         ok(pb::GetInfoResponse {
             daemon_version: env!("CARGO_PKG_VERSION").into(),
             protocol_version: portal_proto::PROTOCOL_VERSION,
             pid: std::process::id(),
-            socket: d.socket().to_string_lossy().into_owned(),
-            database: d.config.database().to_string_lossy().into_owned(),
-            started_at_ns: d.started_at_ns,
-            uptime_ms: u64::try_from(d.started.elapsed().as_millis()).unwrap_or(u64::MAX),
-            processes: u32::try_from(all).unwrap_or(u32::MAX),
-            running: u32::try_from(running).unwrap_or(u32::MAX),
+            socket: info.socket.to_string_lossy().into_owned(),
+            database: info.database.to_string_lossy().into_owned(),
+            started_at_ns: info.started_at_ns,
+            uptime_ms: u64::try_from(info.uptime.as_millis()).unwrap_or(u64::MAX),
+            processes: u32::try_from(info.processes).unwrap_or(u32::MAX),
+            running: u32::try_from(info.running).unwrap_or(u32::MAX),
             log_bytes: health.retained,
-            log_limit_per_process: d.config.retention.per_process,
-            log_limit_total: d.config.retention.total,
+            log_limit_per_process: info.log_limits.0,
+            log_limit_total: info.log_limits.1,
             log_bytes_trimmed: health.trimmed,
             log_bytes_dropped: health.dropped,
             storage_error: health.error.unwrap_or_default(),
@@ -115,15 +101,18 @@ impl Portal for PortalService {
     async fn start(&self, req: Request<pb::StartRequest>) -> Reply<pb::Process> {
         let req = req.into_inner();
         let replace_ended = req.replace_ended;
-        let spec = convert::start_spec(req)?;
+        // Checking the working directory stats the filesystem, which may
+        // block (a network mount): not on a runtime worker.
+        let spec = tokio::task::spawn_blocking(move || convert::start_spec(req))
+            .await
+            .map_err(|e| DaemonError::task("checking the start request", &e))??;
         let handle = self.daemon.start(spec, replace_ended).await?;
         ok(convert::process_pb(&handle, None))
     }
 
     async fn list(&self, _: Request<pb::ListRequest>) -> Reply<pb::ListResponse> {
         self.daemon.durable().await;
-        let processes =
-            self.daemon.registry.list().iter().map(|h| convert::process_pb(h, None)).collect();
+        let processes = self.daemon.list().iter().map(|h| convert::process_pb(h, None)).collect();
         ok(pb::ListResponse { processes })
     }
 
@@ -140,12 +129,7 @@ impl Portal for PortalService {
             .iter()
             .filter_map(|s| Some((convert::stream(s.stream).ok()?, s.start_offset)))
             .collect();
-        let stored = self
-            .daemon
-            .store
-            .read(move |c| crate::store::stored_bytes(c, id, &spans))
-            .await
-            .map_err(DaemonError::from)?;
+        let stored = self.daemon.stored_bytes(id, spans).await.map_err(DaemonError::from)?;
         // A running program's newest output may not be committed yet: only
         // what lies below the last stored byte counts. An ended one's end
         // is committed, so a hole at its very end counts too.
@@ -162,19 +146,14 @@ impl Portal for PortalService {
         let target = convert::target(req.proc.as_ref())?;
         let spec = convert::read_spec(&req)?;
         let handle = self.daemon.get(&target)?;
-        let result = reads::read(&handle, &self.daemon.store, spec).await?;
+        let result = self.daemon.read(&handle, spec).await?;
         ok(convert::read_pb(result))
     }
 
     async fn resizes(&self, req: Request<pb::ResizesRequest>) -> Reply<pb::ResizesResponse> {
         let handle = self.daemon.get(&convert::target(req.get_ref().proc.as_ref())?)?;
         let id = handle.id();
-        let rows = self
-            .daemon
-            .store
-            .read(move |c| crate::store::resizes(c, id))
-            .await
-            .map_err(DaemonError::from)?;
+        let rows = self.daemon.resizes(id).await.map_err(DaemonError::from)?;
         let size =
             |s: crate::domain::TermSize| pb::TermSize { rows: s.rows.into(), cols: s.cols.into() };
         let resizes = rows
@@ -186,8 +165,7 @@ impl Portal for PortalService {
 
     async fn search(&self, req: Request<pb::SearchRequest>) -> Reply<pb::SearchResponse> {
         let spec = search::spec(&self.daemon, req.get_ref())?;
-        let answer =
-            self.daemon.search.search(&self.daemon.store, spec).await.map_err(DaemonError::from)?;
+        let answer = self.daemon.search(spec).await.map_err(DaemonError::from)?;
         ok(search::response(&self.daemon, answer))
     }
 
@@ -267,15 +245,7 @@ impl Portal for PortalService {
         let from = convert::follow_from(&req)?;
         let text = convert::follow_text(&req)?;
         let handle = self.daemon.get(&target)?;
-        let d = &self.daemon;
-        let rx = reads::follow(
-            handle.clone(),
-            d.store.clone(),
-            streams,
-            from,
-            d.shutdown.clone(),
-            &d.tracker,
-        );
+        let rx = self.daemon.follow(handle.clone(), streams, from);
         let events = tokio_stream::wrappers::ReceiverStream::new(rx);
         let mut rendering = text.then(reads::TextFollow::default);
         let stream = futures::StreamExt::map(events, move |item| {
@@ -303,8 +273,8 @@ impl Portal for PortalService {
             };
             Ok(pb::FollowEvent { event: Some(event) })
         });
-        // A follow cut by a live upgrade says so (see `handover_end`).
-        let stream = futures::StreamExt::chain(stream, handover_end(Arc::clone(&self.daemon)));
+        // A follow cut by a live upgrade says so (see `handover::end`).
+        let stream = futures::StreamExt::chain(stream, handover::end(Arc::clone(&self.daemon)));
         ok(Box::pin(stream))
     }
 
@@ -325,7 +295,7 @@ impl Portal for PortalService {
             })
         });
         // Cut by a live upgrade: says so, and the client follows again.
-        let stream = futures::StreamExt::chain(stream, handover_end(Arc::clone(&self.daemon)));
+        let stream = futures::StreamExt::chain(stream, handover::end(Arc::clone(&self.daemon)));
         ok(Box::pin(stream))
     }
 
@@ -347,11 +317,10 @@ impl Portal for PortalService {
             &req.streams,
             req.from.as_ref(),
             req.until.as_ref(),
-            d.config.wait_ceiling,
+            d.wait_ceiling(),
         )?;
         let handle = d.get(&target)?;
-        let cx = waits::WaitContext { store: &d.store, cancel: &d.shutdown, tracker: &d.tracker };
-        ok(convert::wait_pb(waits::wait(&handle, &cx, spec).await?))
+        ok(convert::wait_pb(d.wait(&handle, spec).await?))
     }
 
     async fn run(&self, req: Request<pb::RunRequest>) -> Reply<pb::WaitResponse> {
@@ -359,10 +328,9 @@ impl Portal for PortalService {
         let req = req.into_inner();
         let target = convert::target(req.proc.as_ref())?;
         let d = &self.daemon;
-        let spec = convert::wait_spec(&[], None, req.until.as_ref(), d.config.wait_ceiling)?;
+        let spec = convert::wait_spec(&[], None, req.until.as_ref(), d.wait_ceiling())?;
         let handle = d.get(&target)?;
-        let cx = waits::WaitContext { store: &d.store, cancel: &d.shutdown, tracker: &d.tracker };
-        let run = waits::run(&handle, &cx, spec, &req.input, !req.no_enter);
+        let run = d.run(&handle, spec, &req.input, !req.no_enter);
         ok(convert::wait_pb(INPUT_ORIGIN.scope(origin, run).await?))
     }
 
@@ -450,7 +418,7 @@ impl Portal for PortalService {
 
     async fn shutdown(&self, _: Request<pb::ShutdownRequest>) -> Reply<pb::ShutdownResponse> {
         tracing::info!("shutdown requested by a client");
-        self.daemon.shutdown.cancel();
+        self.daemon.stop();
         ok(pb::ShutdownResponse {})
     }
 }

@@ -34,7 +34,7 @@ pub(crate) fn spec(daemon: &Daemon, req: &pb::SearchRequest) -> Result<Search, S
     let mut procs = Vec::new();
     for r in &req.procs {
         let target: ProcTarget = convert::target(Some(r))?;
-        procs.push(daemon.registry.get(&target).map_err(DaemonError::from)?.id());
+        procs.push(daemon.lookup(&target).map_err(DaemonError::from)?.id());
     }
     let mut streams = Vec::new();
     for s in &req.streams {
@@ -96,8 +96,7 @@ pub(crate) fn response(daemon: &Daemon, a: Answer) -> pb::SearchResponse {
                 .entry(h.proc)
                 .or_insert_with(|| {
                     daemon
-                        .registry
-                        .get(&ProcTarget::Id(h.proc.0))
+                        .lookup(&ProcTarget::Id(h.proc.0))
                         .ok()
                         .and_then(|p| p.facts.spec.name.clone())
                         .unwrap_or_default()

@@ -25,6 +25,15 @@
 //! drains, records the end and returns. After a natural exit it keeps
 //! serving reads and snapshots until the process is cleaned up (every handle
 //! dropped).
+//!
+//! Here: starting the actor and its loop, output, requests and writes, and
+//! the transitions of the process's life. Beside it: the states of that
+//! life (`life.rs`), what the actor learns about its program besides its
+//! output (`observe.rs`) and what happens when it panics (`panicked.rs`).
+
+mod life;
+mod observe;
+mod panicked;
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -36,38 +45,24 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use self::life::{Drain, Life};
+use self::observe::{Observer, Watched};
+use self::panicked::Supervisor;
 use super::holding::{self, Holding};
-use super::input::{self, Facts, InputReport, InputSource, InputState, Prompt};
-use super::probe::{self, InputTarget, Scope, Verdict};
+use super::input::{InputReport, InputSource, InputState};
 use super::spawn::{InputWriter, OutputEvent, Primary, Spawned};
 use super::{
     Attachment, Chunk, EndReason, LiveEvent, Origin, ProcError, ProcFacts, ProcHandle, ProcRequest,
-    ProcStatus, Published, RowStatus, Shared, Stdio, StreamId, TermSize,
+    ProcStatus, Published, Shared, Stdio, StreamId, TermSize,
 };
-use crate::agents::{AgentEvent, Agents, signals as agent_signals};
+use crate::agents::{AgentEvent, Agents};
 use crate::config::{
     AGENT_SWEEP, BROADCAST_CHUNKS, EXIT_ABANDON_GRACE, EXIT_DRAIN_GRACE, MAX_RECORD_BYTES,
     REQUEST_QUEUE, STDIN_BACKLOG_BYTES, UNREAD_INPUT_TOTAL_BYTES,
 };
-use crate::osc::TermSignal;
 use crate::screen::Screen;
 use crate::store::{StatusUpdate, Store};
 use crate::sys::{self, ExitInfo};
-
-/// Where the actor is in ending the process.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Ending {
-    /// Running normally.
-    No,
-    /// Shutdown signal sent; SIGKILL at the deadline if still running.
-    Terminating,
-    /// The program exited; waiting for EOF until the deadline.
-    Draining,
-    /// The rest of the session was killed; abandoning streams at the deadline.
-    Abandoning,
-    /// Recorded as ended.
-    Done,
-}
 
 /// Everything an actor needs to start.
 pub(crate) struct ActorParts {
@@ -82,6 +77,7 @@ pub(crate) struct ActorParts {
     /// Grace between the polite signal and SIGKILL at shutdown.
     pub(crate) kill_grace: Duration,
     /// Test hook: a write of exactly [`crate::config::FAULT_PANIC_TRIGGER`] panics the actor.
+    #[cfg(feature = "fault-injection")]
     pub(crate) fault_injection: bool,
     /// Agent state, fed with this process's signals.
     pub(crate) agents: Arc<Agents>,
@@ -106,6 +102,7 @@ pub(crate) fn start(parts: ActorParts, tracker: &TaskTracker) -> Result<ProcHand
         store,
         cancel,
         kill_grace,
+        #[cfg(feature = "fault-injection")]
         fault_injection,
         agents,
         kernel_input_state,
@@ -114,10 +111,7 @@ pub(crate) fn start(parts: ActorParts, tracker: &TaskTracker) -> Result<ProcHand
         carried_marks,
     } = parts;
     let id = facts.id;
-    let size = match facts.spec.stdio {
-        Stdio::Pty(size) => Some(size),
-        Stdio::Pipes => None,
-    };
+    let size = facts.spec.stdio.size();
     let screen =
         match size {
             Some(size) => Some(Arc::new(
@@ -148,7 +142,7 @@ pub(crate) fn start(parts: ActorParts, tracker: &TaskTracker) -> Result<ProcHand
         requests: Some(req_tx),
         dormant: None,
     };
-    let supervision = Supervision {
+    let supervisor = Supervisor {
         id,
         pid: facts.pid,
         lineage: lineage.clone(),
@@ -156,6 +150,16 @@ pub(crate) fn start(parts: ActorParts, tracker: &TaskTracker) -> Result<ProcHand
         store: store.clone(),
         holding: Arc::clone(&holding),
     };
+    let observer = Observer::new(Watched {
+        id,
+        pid: facts.pid,
+        primary: primary.as_ref().and_then(Primary::as_raw_fd),
+        screen: screen.clone(),
+        agents: Arc::clone(&agents),
+        shared: Arc::clone(&shared),
+        input_target: input_target.filter(|_| kernel_input_state),
+        carried_marks,
+    });
     let actor = ProcActor {
         facts,
         shared,
@@ -168,33 +172,17 @@ pub(crate) fn start(parts: ActorParts, tracker: &TaskTracker) -> Result<ProcHand
         events,
         cancel,
         kill_grace,
+        #[cfg(feature = "fault-injection")]
         fault_injection,
         idle_timeout,
-        exit: None,
-        end_reason: None,
+        life: Life::Running,
         kill_waiters: Vec::new(),
-        ending: Ending::No,
-        deadline: None,
         open_streams: streams,
         warned_store: false,
-        osc: crate::osc::OscScanner::default(),
-        prompt_marks: carried_marks.0,
-        handing_over: false,
-        kill_forced: false,
         agents,
-        foreground: Foreground::default(),
         lineage,
-        last_osc_seq: carried_marks.1,
         clock_base: (Instant::now(), sys::monotonic_ns()),
-        input_watch: InputWatch {
-            target: input_target.filter(|_| kernel_input_state),
-            baseline: None,
-            last_input: None,
-            last_output: Instant::now(),
-            unterminated: false,
-            last_probe: None,
-            quiet_probes: 0,
-        },
+        observer,
     };
     // The actor runs in its own task so that a panic in it (a bug) is
     // contained: the supervisor sees it, kills the program's tree (nobody
@@ -205,51 +193,10 @@ pub(crate) fn start(parts: ActorParts, tracker: &TaskTracker) -> Result<ProcHand
         if let Err(e) = actor.await
             && e.is_panic()
         {
-            supervision.actor_panicked(e.into_panic()).await;
+            supervisor.actor_panicked(e.into_panic()).await;
         }
     });
     Ok(handle)
-}
-
-/// What the supervisor of an actor needs if the actor panics.
-struct Supervision {
-    id: super::ProcId,
-    pid: u32,
-    lineage: sys::Lineage,
-    state: Arc<watch::Sender<Published>>,
-    store: Store,
-    holding: Arc<Holding>,
-}
-
-impl Supervision {
-    async fn actor_panicked(self, panic: Box<dyn std::any::Any + Send>) {
-        let what = panic
-            .downcast_ref::<&str>()
-            .map(|s| (*s).to_owned())
-            .or_else(|| panic.downcast_ref::<String>().cloned())
-            .unwrap_or_else(|| "unknown panic".into());
-        tracing::error!(proc = %self.id, panic = what, "the process's handler panicked; killing the process, its log is kept");
-        let (pid, lineage) = (self.pid, self.lineage.clone());
-        let killed =
-            tokio::task::spawn_blocking(move || sys::kill_tree(pid, Some(&lineage), libc::SIGKILL))
-                .await;
-        if let Ok(Err(e)) = killed {
-            tracing::warn!(proc = %self.id, error = %e, "cannot kill the process tree");
-        }
-        let update = StatusUpdate {
-            id: self.id,
-            pid: self.pid,
-            status: RowStatus::Lost,
-            exit_code: None,
-            exit_signal: None,
-            ended_at_ns: Some(sys::wall_ns()),
-        };
-        if let Err(e) = self.store.update_status(update).await {
-            tracing::warn!(proc = %self.id, error = %e, "cannot record the loss in the store");
-        }
-        self.holding.release(self.id);
-        self.state.send_modify(|p| p.status = ProcStatus::Lost);
-    }
 }
 
 /// The owner of one managed process.
@@ -266,72 +213,24 @@ pub(crate) struct ProcActor {
     events: broadcast::Sender<LiveEvent>,
     cancel: CancellationToken,
     kill_grace: Duration,
+    #[cfg(feature = "fault-injection")]
     fault_injection: bool,
     idle_timeout: Option<Duration>,
-    exit: Option<ExitInfo>,
-    end_reason: Option<EndReason>,
+    /// Where the process is in its life.
+    life: Life,
     kill_waiters: Vec<oneshot::Sender<ProcStatus>>,
-    ending: Ending,
-    /// Deadline of the current `Ending` phase.
-    deadline: Option<Instant>,
+    /// Output streams whose reader has not ended yet.
     open_streams: usize,
     warned_store: bool,
-    /// Scans PTY output for OSC records and bells.
-    osc: crate::osc::OscScanner,
-    /// Shell-integration marks (OSC 133 `D`) seen so far.
-    prompt_marks: u64,
     agents: Arc<Agents>,
-    /// The PTY's foreground process group as the last sweep found it.
-    foreground: Foreground,
     /// What the program's descendants carry, to find them all at kill time.
     lineage: sys::Lineage,
-    /// Sequence number of the last OSC 3008 record (replays are dropped).
-    last_osc_seq: Option<u64>,
     /// A tokio instant and the monotonic clock reading taken together, to turn
     /// stored monotonic times into timer deadlines.
     clock_base: (Instant, i64),
-    /// What the input state is decided from.
-    input_watch: InputWatch,
-    /// The daemon hands its programs over (a live upgrade): the program
-    /// keeps running, the readers stop at a chunk boundary, and this actor
-    /// leaves its state with the holder instead of ending anything.
-    handing_over: bool,
-    /// SIGKILL was sent to finish a kill under way before a handover.
-    kill_forced: bool,
-}
-
-/// The PTY's foreground process group, as agent discovery follows it.
-#[derive(Default)]
-struct Foreground {
-    /// The group at the last sweep.
-    pgrp: Option<u32>,
-    /// Whether that group needs no more looking at: it is the program's own,
-    /// or it was recognised as an agent.
-    identified: bool,
-    /// Monotonic time (ns) of the last sweep.
-    last_sweep_ns: i64,
-    /// Monotonic time (ns) of the last sweep before the group changed: the
-    /// group has held the terminal since then at the earliest.
-    since_ns: i64,
-}
-
-/// What the actor tracks to decide whether its program waits for input.
-struct InputWatch {
-    /// The program's input as the kernel names it (`None`: the kernel is
-    /// not asked; the heuristic decides).
-    target: Option<InputTarget>,
-    /// The probe mark taken just before the last write.
-    baseline: Option<u64>,
-    /// When input was last written.
-    last_input: Option<Instant>,
-    /// When output last arrived.
-    last_output: Instant,
-    /// The last output does not end a line.
-    unterminated: bool,
-    /// When the last sweep decided, and what.
-    last_probe: Option<(Instant, InputState)>,
-    /// Sweeps in a row that found the program quiet and its state unchanged.
-    quiet_probes: u32,
+    /// Its watch over the program: in-band signals, the foreground job,
+    /// dialogs, secret prompts, the input state.
+    observer: Observer,
 }
 
 /// First pause before an end the disk refused is committed again: a
@@ -345,26 +244,6 @@ const END_RETRY_MAX: Duration = Duration::from_millis(500);
 /// How long a handover waits for a program to read the input queued for
 /// it: a program that reads nothing must not hold an upgrade up.
 const HANDOVER_INPUT_GRACE: Duration = Duration::from_secs(2);
-
-/// How old the shared scan of `/proc` may be for a sweep's probe (the list
-/// shows the state; waits always probe afresh).
-const SWEEP_SCAN_AGE: Duration = Duration::from_millis(250);
-
-/// How old the shared scan of `/proc` may be when a wait or inspect asks: a
-/// scan of every process costs milliseconds on a busy machine, and a wait
-/// polls every 10 ms. A group the scan never saw is scanned for at once.
-const WAIT_SCAN_AGE: Duration = Duration::from_millis(100);
-
-/// A sweep re-probes a waiting or idle program that saw no input or output
-/// only this often: nothing it does silently matters sooner.
-const QUIET_REPROBE: Duration = Duration::from_secs(5);
-
-/// A quiet running program is re-probed after this long, then after twice
-/// as long each time nothing changed, up to [`QUIET_REPROBE`]: a program
-/// that starts waiting for input without printing is seen within a second
-/// at first, and a thousand quiet ones cost a few probes a second, not
-/// thousands. Waits and inspects always probe afresh.
-const QUIET_RUNNING_REPROBE_FIRST: Duration = Duration::from_millis(500);
 
 impl ProcActor {
     fn id(&self) -> super::ProcId {
@@ -381,7 +260,6 @@ impl ProcActor {
         mut output: mpsc::Receiver<OutputEvent>,
         mut exit_rx: oneshot::Receiver<std::io::Result<ExitInfo>>,
     ) {
-        let mut exit_pending = true;
         let mut requests_open = true;
         let mut stopping = false;
         let timer = tokio::time::sleep(Duration::ZERO);
@@ -403,13 +281,12 @@ impl ProcActor {
                     Some(OutputEvent::Data(stream, data)) => self.on_output(stream, data).await,
                     Some(OutputEvent::Eof) => self.open_streams -= 1,
                     Some(OutputEvent::Detached) => {
-                        self.begin_handover();
+                        self.begin_handover().await;
                         self.open_streams -= 1;
                     }
                     None => self.open_streams = 0,
                 },
-                res = &mut exit_rx, if exit_pending => {
-                    exit_pending = false;
+                res = &mut exit_rx, if !self.life.exited() => {
                     let res = res.unwrap_or_else(|_| Err(std::io::Error::other("the waiter thread vanished")));
                     self.on_exit(res).await;
                 }
@@ -424,60 +301,45 @@ impl ProcActor {
                     armed = None;
                     self.on_deadline().await;
                 }
-                _ = sweep.tick(), if self.exit.is_none() => {
-                    if self.primary.is_some() {
-                        self.sweep_foreground();
-                        self.sweep_dialog();
-                    }
-                    self.sweep_input().await;
-                }
+                _ = sweep.tick(), if !self.life.exited() => self.observer.sweep(&self.input).await,
                 () = self.cancel.cancelled(), if !stopping => {
                     stopping = true;
                     if self.holding.is_detaching() {
-                        self.begin_handover();
+                        self.begin_handover().await;
                     } else {
                         self.on_shutdown().await;
                     }
                 }
             }
-            if self.handing_over {
-                if self.ending == Ending::Done {
-                    // Ended and recorded before the handover: nothing to carry.
-                    return;
-                }
-                // A kill under way (a request, an idle timeout) is finished
-                // here, not handed over half done: the next daemon would
-                // see a running program and never send the SIGKILL.
-                if self.end_reason.is_some() {
-                    if !self.kill_forced {
-                        self.kill_forced = true;
-                        self.signal_tree(libc::SIGKILL).await;
-                    }
-                    if self.exit.is_some() && self.open_streams == 0 {
-                        self.finalize().await;
-                        return;
-                    }
-                    continue;
-                }
-                if self.open_streams == 0 {
+            // Every stream has ended (or was abandoned): the process ends,
+            // or is handed over.
+            let drained = self.open_streams == 0;
+            match self.life {
+                Life::HandingOver { kill: None, .. } if drained => {
                     self.hand_over().await;
                     return;
                 }
-                continue;
+                // The kill under way, finished (see `Life::HandingOver`).
+                Life::HandingOver { exit: Some(exit), kill: Some(reason) } if drained => {
+                    self.finalize(exit, Some(reason)).await;
+                    return;
+                }
+                Life::Exited { exit, reason, .. } if drained => self.finalize(exit, reason).await,
+                _ => {}
             }
-            if self.ending != Ending::Done && self.exit.is_some() && self.open_streams == 0 {
-                self.finalize().await;
-            }
-            if self.ending == Ending::Done && (stopping || !requests_open) {
+            if self.life == Life::Ended && (stopping || !requests_open) {
                 return;
             }
         }
     }
 
     fn next_deadline(&self) -> Option<Instant> {
-        match self.ending {
-            Ending::Terminating | Ending::Draining | Ending::Abandoning => self.deadline,
-            Ending::No => {
+        match self.life {
+            Life::Terminating { kill_at, .. } => kill_at,
+            Life::Exited {
+                drain: Some(Drain::Grace { until } | Drain::Abandon { until }), ..
+            } => Some(until),
+            Life::Running | Life::Killing { .. } => {
                 let timeout = self.idle_timeout?;
                 // Derived from the absolute time of the last activity, so the
                 // deadline only moves (and the timer is only re-armed) when a
@@ -486,24 +348,17 @@ impl ProcActor {
                 let since_base = u64::try_from(last - self.clock_base.1).unwrap_or(0);
                 Some(self.clock_base.0 + Duration::from_nanos(since_base) + timeout)
             }
-            Ending::Done => None,
+            Life::Exited { drain: None, .. } | Life::HandingOver { .. } | Life::Ended => None,
         }
     }
 
     async fn on_output(&mut self, stream: StreamId, data: Bytes) {
-        self.input_watch.last_output = Instant::now();
-        if let Some(&last) = data.last() {
-            self.input_watch.unterminated = last != b'\n';
-        }
+        self.observer.saw_output(&data);
         if stream == StreamId::Stdout
             && let Some(screen) = &self.screen
         {
             screen.feed(&data);
-            let mut signals = Vec::new();
-            self.osc.scan(&data, &mut signals);
-            for signal in signals {
-                self.on_term_signal(signal);
-            }
+            self.observer.scan(&data);
         }
         self.record(stream, data, None).await;
     }
@@ -539,195 +394,15 @@ impl ProcActor {
         offset
     }
 
-    fn on_term_signal(&mut self, signal: TermSignal) {
-        let event = match signal {
-            TermSignal::Bell => AgentEvent::Bell,
-            TermSignal::Osc(body) => {
-                if body.starts_with(b"133;D") {
-                    self.prompt_marks += 1;
-                    return;
-                }
-                let Some(report) = agent_signals::from_osc(&body) else { return };
-                if let Some(seq) = report.seq {
-                    if self.last_osc_seq.is_some_and(|last| seq <= last) {
-                        return;
-                    }
-                    self.last_osc_seq = Some(seq);
-                }
-                report.event
-            }
-        };
-        self.agents.apply(self.id(), event);
-    }
-
-    /// Looks at the PTY's foreground process group: a recognised agent
-    /// coming to the foreground is discovered; the program taking the
-    /// terminal back ends it.
-    fn sweep_foreground(&mut self) {
-        let Some(fd) = self.primary.as_ref().and_then(|p| p.as_raw_fd()) else { return };
-        self.check_secret_prompt();
-        let own = self.pid();
-        let pgrp = sys::foreground_pgrp(fd);
-        let now = sys::monotonic_ns();
-        let last_sweep = std::mem::replace(&mut self.foreground.last_sweep_ns, now);
-        if pgrp != self.foreground.pgrp {
-            // It changed at some point since the last sweep.
-            self.foreground.since_ns = last_sweep;
-            let previous = std::mem::replace(&mut self.foreground.pgrp, pgrp);
-            self.foreground.identified = pgrp.is_none_or(|p| p == own);
-            if pgrp == Some(own) && previous.is_some_and(|p| p != own) {
-                self.agents.apply(self.id(), AgentEvent::ForegroundLeft);
-            }
-        }
-        if self.foreground.identified {
-            return;
-        }
-        // A shell hands the terminal to a job between its fork and its exec,
-        // so the job may still look like the shell: look again on every
-        // sweep until it is recognised (or the foreground changes).
-        let Some(job) = pgrp else { return };
-        let Some((name, kind)) = sys::command_line(job)
-            .and_then(|(argv, exe)| agent_signals::identify(&argv, exe.as_deref()))
-        else {
-            return;
-        };
-        self.foreground.identified = true;
-        let since = Some(self.foreground.since_ns);
-        self.agents.apply(self.id(), AgentEvent::Discovered { name, kind, pid: job, job: since });
-    }
-
-    /// Looks at an agent's screen for a dialog (a permission request or
-    /// another menu), which sends must never type into. Skipped when the
-    /// screen is busy parsing: the next sweep looks again.
-    fn sweep_dialog(&self) {
-        let Some(screen) = &self.screen else { return };
-        if !self.agents.is_agent(self.id()) {
-            return;
-        }
-        let Some(snap) = screen.view().try_snapshot() else { return };
-        self.agents.apply(self.id(), AgentEvent::Dialog(crate::agents::dialog::find(&snap.lines)));
-    }
-
-    /// Where the program's input waits are looked for: the PTY's foreground
-    /// process group, or the pipe child's session.
-    fn input_scope(&self) -> Option<Scope> {
-        match &self.primary {
-            Some(p) => p.as_raw_fd().and_then(sys::foreground_pgrp).map(Scope::Group),
-            None => Some(Scope::Session(self.pid())),
-        }
-    }
-
-    /// Decides whether the program waits for input now and publishes it.
-    async fn input_report(&mut self, scan_age: Duration) -> InputReport {
-        if self.exit.is_some() {
-            let r = InputReport { state: InputState::Exited, source: InputSource::Kernel };
-            self.shared.set_input(r);
-            return r;
-        }
-        // Off the runtime's workers: a probe reads many `/proc` files, and
-        // every 100 ms one of them rescans all of `/proc`.
-        let probe = match (self.input_watch.target, self.input_scope()) {
-            (Some(target), Some(scope)) => {
-                tokio::task::spawn_blocking(move || probe::probe(scope, target, scan_age))
-                    .await
-                    .ok()
-            }
-            _ => None,
-        };
-        let output_unread =
-            self.primary.as_ref().and_then(|p| p.as_raw_fd()).is_some_and(sys::readable_now);
-        // The screen is looked at only when the kernel's answer leaves the
-        // decision to the prompt.
-        let prompt = match probe.map(|p| p.verdict) {
-            Some(Verdict::Running | Verdict::Input | Verdict::Other) => Prompt::Absent,
-            Some(Verdict::EventLoop | Verdict::Unknown) | None => self.prompt_view().await,
-        };
-        let w = &self.input_watch;
-        let facts = Facts {
-            probe,
-            baseline: w.baseline,
-            since_input: w.last_input.map(|t| t.elapsed()),
-            pending: self.input.pending() > 0 || output_unread,
-            since_output: w.last_output.elapsed(),
-            secret: self.check_secret_prompt(),
-            prompt,
-            output_since_input: w.last_input.is_none_or(|t| w.last_output > t),
-        };
-        let r = input::decide(&facts);
-        self.shared.set_input(r);
-        r
-    }
-
-    /// What the program shows where a prompt would be: on a PTY, from the
-    /// screen (text before the cursor on its row; a full-screen program has
-    /// no prompt line); on pipes, whether the last output ends a line.
-    async fn prompt_view(&self) -> Prompt {
-        let Some(screen) = &self.screen else {
-            return if self.input_watch.unterminated { Prompt::Drawn } else { Prompt::Absent };
-        };
-        let view = screen.view();
-        let snap = match view.try_snapshot() {
-            Some(snap) => snap,
-            None => match tokio::task::spawn_blocking(move || view.snapshot()).await {
-                Ok(snap) => snap,
-                Err(_) => return Prompt::Absent,
-            },
-        };
-        if snap.full_screen {
-            return Prompt::FullScreen;
-        }
-        let row = snap.lines.get(usize::from(snap.cursor.0)).map_or("", String::as_str);
-        let before: String = row.chars().take(usize::from(snap.cursor.1)).collect();
-        if before.trim().is_empty() { Prompt::Absent } else { Prompt::Drawn }
-    }
-
-    /// The sweep's input state: re-decided when something happened since
-    /// the last one, or while the program runs.
-    async fn sweep_input(&mut self) {
-        let w = &self.input_watch;
-        let mut quiet = false;
-        if let Some((at, state)) = w.last_probe {
-            quiet = w.last_output <= at && w.last_input.is_none_or(|t| t <= at);
-            // A quiet program that waits or idles does nothing that matters
-            // sooner; one that runs quietly may start waiting without a
-            // word, so it is looked at again soon, then less and less often
-            // (a thousand quiet programs must not cost a core).
-            let again = if state == InputState::Running {
-                QUIET_RUNNING_REPROBE_FIRST
-                    .saturating_mul(1 << w.quiet_probes.min(8))
-                    .min(QUIET_REPROBE)
-            } else {
-                QUIET_REPROBE
-            };
-            if quiet && at.elapsed() < again {
-                return;
-            }
-        }
-        let before = w.last_probe.map(|(_, state)| state);
-        let r = self.input_report(SWEEP_SCAN_AGE).await;
-        let w = &mut self.input_watch;
-        w.quiet_probes = if quiet && before == Some(r.state) { w.quiet_probes + 1 } else { 0 };
-        w.last_probe = Some((Instant::now(), r.state));
-    }
-
-    /// Takes the mark that later probes compare with, just before a write.
-    fn mark_before_input(&mut self) {
-        let mark = match (self.input_watch.target, self.input_scope()) {
-            (Some(_), Some(scope)) => Some(probe::mark(scope)),
-            _ => None,
-        };
-        self.input_watch.baseline = mark;
-        self.input_watch.last_input = Some(Instant::now());
-    }
-
     async fn on_exit(&mut self, res: std::io::Result<ExitInfo>) {
+        let mut holder_lost = false;
         let exit = match res {
             Ok(exit) => exit,
             Err(e) if holding::is_holder_lost(&e) => {
                 // Killed with its holder; what it left in its session (and
                 // its lineage) must not run on unmanaged either.
                 tracing::warn!(proc = %self.id(), error = %e, "the program's holder died");
-                self.end_reason = Some(EndReason::HolderLost);
+                holder_lost = true;
                 self.signal_tree(libc::SIGKILL).await;
                 self.kill_leftovers().await;
                 ExitInfo { code: None, signal: None }
@@ -738,65 +413,69 @@ impl ProcActor {
             }
         };
         tracing::info!(proc = %self.id(), code = ?exit.code, signal = ?exit.signal, "program exited");
-        self.exit = Some(exit);
+        // Killed with its holder, whatever else was ending it.
+        let reason = if holder_lost { Some(EndReason::HolderLost) } else { self.life.reason() };
         self.input.close();
-        if self.open_streams > 0 {
-            self.ending = Ending::Draining;
-            self.deadline = Some(Instant::now() + EXIT_DRAIN_GRACE);
-        }
+        self.life = match self.life {
+            Life::HandingOver { .. } => Life::HandingOver { exit: Some(exit), kill: reason },
+            _ => {
+                let drain = (self.open_streams > 0)
+                    .then(|| Drain::Grace { until: Instant::now() + EXIT_DRAIN_GRACE });
+                Life::Exited { exit, reason, drain }
+            }
+        };
     }
 
     async fn on_deadline(&mut self) {
-        if self.handing_over {
-            // The next daemon takes up draining and timeouts.
-            return;
-        }
-        match self.ending {
-            Ending::No => {
+        match self.life {
+            Life::Running | Life::Killing { .. } => {
                 let Some(timeout) = self.idle_timeout else { return };
-                if self.exit.is_none() && Duration::from_millis(self.shared.idle_ms()) >= timeout {
+                if Duration::from_millis(self.shared.idle_ms()) >= timeout {
                     tracing::info!(proc = %self.id(), ?timeout, "idle timeout: killing the process tree");
                     self.kill_tree(EndReason::TimedOut).await;
                 }
             }
-            Ending::Terminating => {
-                if self.exit.is_none() {
-                    tracing::info!(proc = %self.id(), "still running after the kill grace; sending SIGKILL");
-                    self.signal_tree(libc::SIGKILL).await;
-                }
-                self.deadline = None;
+            Life::Terminating { reason, kill_at: Some(_) } => {
+                tracing::info!(proc = %self.id(), "still running after the kill grace; sending SIGKILL");
+                self.signal_tree(libc::SIGKILL).await;
+                self.life = Life::Terminating { reason, kill_at: None };
             }
-            Ending::Draining => {
+            Life::Exited { exit, reason, drain: Some(Drain::Grace { .. }) } => {
                 tracing::info!(proc = %self.id(), "output still open after exit; killing the rest of the session");
                 self.signal_tree(libc::SIGKILL).await;
-                self.ending = Ending::Abandoning;
-                self.deadline = Some(Instant::now() + EXIT_ABANDON_GRACE);
+                let drain = Some(Drain::Abandon { until: Instant::now() + EXIT_ABANDON_GRACE });
+                self.life = Life::Exited { exit, reason, drain };
             }
-            Ending::Abandoning => {
+            Life::Exited { exit, reason, drain: Some(Drain::Abandon { .. }) } => {
                 tracing::warn!(proc = %self.id(), "a descendant keeps the output open; abandoning the stream");
                 self.open_streams = 0;
-                self.deadline = None;
+                self.life = Life::Exited { exit, reason, drain: None };
             }
-            Ending::Done => {}
+            // No deadline (a handover leaves them to the next daemon).
+            Life::Terminating { kill_at: None, .. }
+            | Life::Exited { drain: None, .. }
+            | Life::HandingOver { .. }
+            | Life::Ended => {}
         }
     }
 
     async fn on_shutdown(&mut self) {
-        if self.exit.is_some() || self.ending == Ending::Done {
-            return;
-        }
-        self.end_reason.get_or_insert(EndReason::Stopped);
+        let reason = match self.life {
+            Life::Running => EndReason::Stopped,
+            Life::Killing { reason } | Life::Terminating { reason, .. } => reason,
+            // Exited (it ends as it drains), or the next daemon's.
+            Life::Exited { .. } | Life::HandingOver { .. } | Life::Ended => return,
+        };
         let polite = match self.facts.spec.stdio {
             Stdio::Pty(_) => libc::SIGHUP,
             Stdio::Pipes => libc::SIGTERM,
         };
         self.signal_tree(polite).await;
-        self.ending = Ending::Terminating;
-        self.deadline = Some(Instant::now() + self.kill_grace);
+        self.life = Life::Terminating { reason, kill_at: Some(Instant::now() + self.kill_grace) };
     }
 
     async fn on_abandoned(&mut self) {
-        if self.exit.is_none() && !self.handing_over {
+        if matches!(self.life, Life::Running | Life::Killing { .. } | Life::Terminating { .. }) {
             tracing::warn!(proc = %self.id(), "every handle dropped while running; killing the tree");
             self.kill_tree(EndReason::Killed).await;
         }
@@ -835,15 +514,24 @@ impl ProcActor {
     /// left then hangs off the daemon, not its tree, so leftovers are
     /// killed in both cases.
     async fn kill_tree(&mut self, reason: EndReason) {
-        if self.exit.is_none() {
-            self.end_reason.get_or_insert(reason);
+        let killing = match self.life {
+            Life::Running => Some(Life::Killing { reason }),
+            Life::Killing { .. } | Life::Terminating { .. } => Some(self.life),
+            Life::HandingOver { exit: None, kill } => {
+                Some(Life::HandingOver { exit: None, kill: Some(kill.unwrap_or(reason)) })
+            }
+            Life::Exited { .. } | Life::HandingOver { exit: Some(_), .. } | Life::Ended => None,
+        };
+        if let Some(life) = killing {
+            self.life = life;
             self.signal_tree(libc::SIGKILL).await;
         }
         self.kill_leftovers().await;
     }
 
-    async fn finalize(&mut self) {
-        let exit = self.exit.unwrap_or(ExitInfo { code: None, signal: None });
+    /// Records the end of a program that exited with `exit` and whose
+    /// streams all ended, then tells everyone.
+    async fn finalize(&mut self, exit: ExitInfo, reason: Option<EndReason>) {
         if self.primary.is_some() {
             // Only now, with the output drained: an agent's last in-band
             // report (printed just before it exited) must not land after
@@ -851,10 +539,9 @@ impl ProcActor {
             self.agents
                 .apply(self.id(), AgentEvent::ChildExited { code: exit.code, signal: exit.signal });
         }
-        let reason = self.end_reason.unwrap_or(EndReason::Exited);
+        let reason = reason.unwrap_or(EndReason::Exited);
         let status = ProcStatus::Ended { reason, exit, at_ns: sys::wall_ns() };
-        self.ending = Ending::Done;
-        self.deadline = None;
+        self.life = Life::Ended;
         let update = StatusUpdate {
             id: self.id(),
             pid: self.pid(),
@@ -871,7 +558,7 @@ impl ProcActor {
             return;
         }
         // Recorded: the holder can let it go (its descriptors close).
-        self.holding.release(self.id());
+        self.holding.released(self.id()).await;
         self.shared
             .set_input(InputReport { state: InputState::Exited, source: InputSource::Kernel });
         self.state.send_modify(|p| p.status = status);
@@ -905,11 +592,20 @@ impl ProcActor {
     }
 
     /// Stops taking requests: from here on they are refused with nothing
-    /// done, and the next daemon serves them.
-    fn begin_handover(&mut self) {
-        if !self.handing_over {
-            self.handing_over = true;
-            self.state.send_modify(|p| p.handing_over = true);
+    /// done, and the next daemon serves them. A kill under way is finished
+    /// with SIGKILL (see [`Life::HandingOver`]).
+    async fn begin_handover(&mut self) {
+        self.state.send_if_modified(|p| !std::mem::replace(&mut p.handing_over, true));
+        let (exit, kill) = match self.life {
+            Life::Running => (None, None),
+            Life::Killing { reason } | Life::Terminating { reason, .. } => (None, Some(reason)),
+            Life::Exited { exit, reason, .. } => (Some(exit), reason),
+            // Already handing over; or ended and recorded: nothing to carry.
+            Life::HandingOver { .. } | Life::Ended => return,
+        };
+        self.life = Life::HandingOver { exit, kill };
+        if kill.is_some() {
+            self.signal_tree(libc::SIGKILL).await;
         }
     }
 
@@ -931,15 +627,16 @@ impl ProcActor {
         // The screen is not carried: the holder's welcome to the next daemon
         // is one bounded message for every program, and screens would
         // overflow it with a large fleet. The log's tail rebuilds it.
+        let (prompt_marks, last_osc_seq) = self.observer.marks();
         let carried = super::handover::Carried {
             token: Some(self.facts.token.clone()),
             handed_over: true,
             cursors: Some(*self.shared.cursors()),
             agent: self.agents.get(id),
-            prompt_marks: self.prompt_marks,
-            last_osc_seq: self.last_osc_seq,
+            prompt_marks,
+            last_osc_seq,
         };
-        self.holding.set_meta(id, carried.to_meta());
+        self.holding.set_meta(id, carried.to_meta()).await;
         tracing::info!(proc = %id, "handed over to the next daemon");
     }
 
@@ -979,17 +676,18 @@ impl ProcActor {
                 let _ = reply.send(res);
             }
             ProcRequest::InputState { reply } => {
-                let _ = reply.send(self.input_report(WAIT_SCAN_AGE).await);
+                let exited = self.life.exited();
+                let _ = reply.send(self.observer.input_state(exited, &self.input).await);
             }
             ProcRequest::SecretPrompt { reply } => {
-                let _ = reply.send(self.exit.is_none() && self.check_secret_prompt());
+                let _ = reply.send(!self.life.exited() && self.observer.check_secret_prompt());
             }
             ProcRequest::CloseStdin { reply } => {
                 let res = self.close_stdin().await;
                 let _ = reply.send(res);
             }
             ProcRequest::Signal { signal, reply } => {
-                let res = if self.exit.is_some() {
+                let res = if self.life.exited() {
                     Err(self.not_running())
                 } else {
                     sys::killpg(self.pid(), signal).map_err(|source| ProcError::Io {
@@ -1001,7 +699,7 @@ impl ProcActor {
                 let _ = reply.send(res);
             }
             ProcRequest::Kill { reason, reply } => {
-                if self.ending == Ending::Done {
+                if self.life == Life::Ended {
                     self.kill_leftovers().await;
                     let _ = reply.send(self.status());
                 } else {
@@ -1021,35 +719,21 @@ impl ProcActor {
                 let _ = reply.send(Attachment {
                     ends: self.shared.ends(),
                     events: self.events.subscribe(),
-                    ended: self.ending == Ending::Done,
-                    prompt_marks: self.prompt_marks,
+                    ended: self.life == Life::Ended,
+                    prompt_marks: self.observer.prompt_marks(),
                 });
             }
         }
     }
 
-    /// Whether the terminal is at a secret prompt now (also published for
-    /// inspect and agents).
-    fn check_secret_prompt(&self) -> bool {
-        let secret = self
-            .primary
-            .as_ref()
-            .and_then(|p| p.as_raw_fd())
-            .and_then(sys::secret_prompt)
-            .unwrap_or(false);
-        if self.shared.awaiting_secret.swap(secret, Ordering::AcqRel) != secret {
-            self.shared.changes.changed();
-        }
-        secret
-    }
-
     async fn write(&mut self, data: Bytes, origin: Option<Origin>) -> Result<u64, ProcError> {
+        #[cfg(feature = "fault-injection")]
         assert!(
             !(self.fault_injection && data.as_ref() == crate::config::FAULT_PANIC_TRIGGER),
             "fault injection: process {} handler panics",
             self.id()
         );
-        if self.check_secret_prompt() {
+        if self.observer.check_secret_prompt() {
             return self.write_redacted(data, origin).await;
         }
         self.write_logged(data, false, origin).await
@@ -1071,7 +755,7 @@ impl ProcActor {
         redact: bool,
         origin: Option<Origin>,
     ) -> Result<u64, ProcError> {
-        if self.exit.is_some() {
+        if self.life.exited() {
             return Err(self.not_running());
         }
         if self.input.is_closed() {
@@ -1094,7 +778,7 @@ impl ProcActor {
             });
         }
         let offset = self.shared.end[StreamId::Stdin.index()].load(Ordering::Acquire);
-        self.mark_before_input();
+        self.observer.mark_before_input();
         let logged = if redact { Bytes::from(vec![b'*'; data.len()]) } else { data.clone() };
         // In the journal before the rpc answers: accepted input is written
         // to the program even if this daemon dies before it is.
@@ -1113,7 +797,7 @@ impl ProcActor {
     /// character (Ctrl-D), which a program reading a line at its start sees
     /// as end of input; further writes are refused either way.
     async fn close_stdin(&mut self) -> Result<(), ProcError> {
-        if self.exit.is_some() {
+        if self.life.exited() {
             return Err(self.not_running());
         }
         if self.input.is_closed() {
@@ -1136,7 +820,7 @@ impl ProcActor {
         let (Some(primary), Some(screen)) = (&self.primary, &self.screen) else {
             return Err(ProcError::NotPty(id));
         };
-        if self.exit.is_none() {
+        if !self.life.exited() {
             primary.resize(size).map_err(|source| ProcError::Io {
                 id,
                 op: "resize PTY",

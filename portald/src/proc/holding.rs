@@ -287,8 +287,11 @@ impl Holding {
 
     /// Leaves `meta` with the holder for the program `id`: what the next
     /// daemon needs to continue it exactly (cursors, agent state, screen).
-    pub(crate) fn set_meta(&self, id: ProcId, meta: String) {
-        if let Err(e) = self.client().set_meta(id.0, meta) {
+    /// Off the runtime's workers, like [`Self::released`].
+    pub(crate) async fn set_meta(self: &Arc<Self>, id: ProcId, meta: String) {
+        let this = Arc::clone(self);
+        let sent = tokio::task::spawn_blocking(move || this.client().set_meta(id.0, meta)).await;
+        if let Ok(Err(e)) = sent {
             tracing::warn!(proc = %id, error = %e, "cannot leave the handover state with portal-holder");
         }
     }
@@ -300,7 +303,17 @@ impl Holding {
         }
     }
 
+    /// [`Self::release`] from async code. A request to the holder is a
+    /// blocking write to its socket (for up to its write timeout when the
+    /// holder stops reading), so it runs on a blocking thread, never on a
+    /// runtime worker; the caller goes on once it is written.
+    pub(crate) async fn released(self: &Arc<Self>, id: ProcId) {
+        let this = Arc::clone(self);
+        let _ = tokio::task::spawn_blocking(move || this.release(id)).await;
+    }
+
     /// Tells the holder an ended program is recorded: it lets it go.
+    /// Blocking (see [`Self::released`]).
     pub(crate) fn release(&self, id: ProcId) {
         {
             let mut b = lock(&self.book);

@@ -46,7 +46,7 @@ pub(crate) enum InputState {
     AwaitingSecret,
     /// Quiet and not reading input (a timer, the network, a child).
     Idle,
-    /// Ended.
+    /// The program ended: it waits for nothing any more.
     Exited,
 }
 

@@ -44,6 +44,16 @@ pub(crate) enum Stdio {
     Pipes,
 }
 
+impl Stdio {
+    /// The terminal's size (`None`: pipes).
+    pub(crate) fn size(self) -> Option<TermSize> {
+        match self {
+            Self::Pty(size) => Some(size),
+            Self::Pipes => None,
+        }
+    }
+}
+
 /// Where a program's environment starts, before the caller's overrides.
 #[derive(Clone, Default, PartialEq, Eq)]
 pub(crate) enum EnvFrom {
@@ -74,7 +84,6 @@ impl std::fmt::Debug for EnvFrom {
 pub(crate) struct ProcSpec {
     /// The program as the caller named it.
     pub(crate) command: String,
-    /// Arguments.
     pub(crate) args: Vec<String>,
     /// Absolute working directory (already checked to exist).
     pub(crate) cwd: PathBuf,
@@ -139,7 +148,7 @@ pub(crate) enum ProcStatus {
     Running,
     /// Ended; a recorded end is never overwritten.
     Ended {
-        /// Why.
+        /// Why it ended (by itself, a kill, the idle timeout...).
         reason: EndReason,
         /// What `waitpid` said (both `None` when the child was never reaped).
         exit: ExitInfo,
@@ -187,7 +196,6 @@ pub(crate) enum ProcError {
     /// The request needs a running process.
     #[error("process {id} is not running (status={status})")]
     NotRunning {
-        /// Which.
         id: ProcId,
         /// Its status name.
         status: &'static str,
@@ -208,7 +216,7 @@ pub(crate) enum ProcError {
     Spawn {
         /// The program as named.
         program: String,
-        /// Why.
+        /// The OS's reason, or the lookup's (`not found on PATH`).
         reason: String,
     },
     /// Too many managed processes.
@@ -222,7 +230,6 @@ pub(crate) enum ProcError {
         "process {id} is not reading its input: {pending} bytes are still waiting (limit {limit}); try again later or signal it"
     )]
     InputBacklog {
-        /// Which.
         id: ProcId,
         /// Bytes waiting.
         pending: usize,
@@ -250,7 +257,6 @@ pub(crate) enum ProcError {
         "offset {offset} of {stream} of process {id} is past its end ({end}); continue from the cursor a read returned"
     )]
     OffsetPastEnd {
-        /// Which.
         id: ProcId,
         /// Stream name.
         stream: &'static str,
@@ -277,7 +283,6 @@ pub(crate) enum ProcError {
     /// A system call failed.
     #[error("{op} failed for process {id}: {source}")]
     Io {
-        /// Which.
         id: ProcId,
         /// The operation.
         op: &'static str,
@@ -457,7 +462,6 @@ pub(crate) async fn clear_history(
 /// Immutable facts about a process fixed at start.
 #[derive(Debug)]
 pub(crate) struct ProcFacts {
-    /// Id.
     pub(crate) id: ProcId,
     /// The spec it was started with.
     pub(crate) spec: ProcSpec,
@@ -476,7 +480,7 @@ pub(crate) struct ProcFacts {
 /// The state the actor publishes on every change.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Published {
-    /// Lifecycle.
+    /// Running, ended (how and when) or lost.
     pub(crate) status: ProcStatus,
     /// Current terminal size (PTY).
     pub(crate) size: Option<TermSize>,
@@ -504,7 +508,7 @@ fn input_origin() -> Option<Origin> {
 pub(crate) enum ProcRequest {
     /// Write input.
     Write {
-        /// Bytes.
+        /// The input, as it is written to the program.
         data: Bytes,
         /// Typed by a person as a secret: log only its length.
         secret: bool,
@@ -522,7 +526,7 @@ pub(crate) enum ProcRequest {
         gap: Duration,
         /// Who sent them.
         origin: Option<Origin>,
-        /// Done.
+        /// Answered once every part is accepted (or with the first refusal).
         reply: oneshot::Sender<Result<(), ProcError>>,
     },
     /// Whether the program waits for input right now (a fresh probe).
@@ -537,14 +541,14 @@ pub(crate) enum ProcRequest {
     },
     /// Close input.
     CloseStdin {
-        /// Done.
+        /// Answered once input is closed.
         reply: oneshot::Sender<Result<(), ProcError>>,
     },
     /// Send a signal to the process group.
     Signal {
         /// Signal number.
         signal: i32,
-        /// Done.
+        /// Answered once the signal is sent.
         reply: oneshot::Sender<Result<(), ProcError>>,
     },
     /// Kill the tree; replies once the process has ended and drained.
@@ -558,7 +562,7 @@ pub(crate) enum ProcRequest {
     Resize {
         /// New size.
         size: TermSize,
-        /// Done.
+        /// Answered once the terminal and the screen have the new size.
         reply: oneshot::Sender<Result<(), ProcError>>,
     },
     /// Delete stored history; new reads start at the current end.
@@ -617,7 +621,6 @@ impl ProcHandle {
         Arc::downgrade(&live)
     }
 
-    /// Id.
     pub(crate) fn id(&self) -> ProcId {
         self.facts.id
     }

@@ -110,9 +110,8 @@ pub(crate) struct Search {
 /// A matching line.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Hit {
-    /// Process.
+    /// The process whose log holds the line.
     pub(crate) proc: ProcId,
-    /// Stream.
     pub(crate) stream: StreamId,
     /// Offset of the line's first byte.
     pub(crate) offset: u64,

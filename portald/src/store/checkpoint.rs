@@ -39,7 +39,8 @@ use std::sync::{Arc, Mutex, PoisonError, TryLockError};
 
 use rusqlite::Connection;
 
-use super::{StoreError, schema};
+use super::error::StoreError;
+use super::schema;
 use crate::config::Retention;
 
 /// Written bytes after which a writer going idle asks for a checkpoint even

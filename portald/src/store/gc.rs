@@ -16,7 +16,9 @@ use std::collections::BTreeMap;
 
 use rusqlite::{Connection, OptionalExtension, params};
 
-use super::{StoreError, to_i64};
+use super::error::StoreError;
+use super::queries::StoredProc;
+use super::schema::to_i64;
 use crate::domain::{ProcId, StreamId};
 
 /// Rows deleted per step: each may carry a 64 KiB overflow page that SQLite
@@ -30,7 +32,7 @@ pub(crate) struct Garbage(BTreeMap<ProcId, [u64; 3]>);
 impl Garbage {
     /// Finds what an earlier daemon left to delete, given the processes
     /// stored (`procs`).
-    pub(crate) fn find(conn: &Connection, procs: &[super::StoredProc]) -> Result<Self, StoreError> {
+    pub(crate) fn find(conn: &Connection, procs: &[StoredProc]) -> Result<Self, StoreError> {
         let mut g = Self::default();
         let owners: std::collections::HashMap<ProcId, [u64; 3]> =
             procs.iter().map(|p| (p.id, p.starts)).collect();

@@ -20,35 +20,40 @@
 //! pooled, and run in `spawn_blocking`. A read first passes a flush barrier
 //! so that it sees every chunk handed to the store before it was asked.
 //!
-//! Here: the handle ([`Store`]), its messages and the read pool;
-//! `writer.rs`: the writer thread; `queries.rs`: what reads run.
+//! Here: the handle ([`Store`]) and the read pool; `msg.rs`: the messages
+//! the handle queues and the state it shares with the writer; `writer.rs`:
+//! the writer thread; `queries.rs`: what reads run; `error.rs`: the store's
+//! error.
 
 mod checkpoint;
+mod error;
 mod feed;
 mod gc;
+mod msg;
 mod queries;
 mod reserve;
 pub(crate) mod retention;
 pub(crate) mod schema;
 mod writer;
 
+pub(crate) use error::StoreError;
 pub(crate) use feed::LogFeed;
+pub(crate) use msg::{HistoryStarts, NewProc, ProgramRecord, ProgramRow, StatusUpdate};
+use msg::{Msg, WriterShared};
 pub(crate) use queries::*;
 use writer::{NEARLY_FULL_BYTES, PAGE_SIZE, WRITER_CACHE_KIB, Writer, is_full};
 
-use std::collections::HashMap;
 use std::os::unix::fs::MetadataExt as _;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, Weak};
 
-use bytes::Bytes;
 use rusqlite::Connection;
-use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, oneshot};
+use tokio::sync::{Semaphore, mpsc, oneshot};
 
 pub(crate) use crate::config::Retention;
-use crate::config::{MAX_RECORD_BYTES, STORE_BACKLOG_BYTES, STORE_BATCH_BYTES};
-use crate::domain::{AgentState, Chunk, ProcId, Resize, RowStatus, Source, StreamId, Transition};
+use crate::config::STORE_BACKLOG_BYTES;
+use crate::domain::{Chunk, ProcId, Resize, Transition};
 use checkpoint::Checkpointer;
 use gc::Garbage;
 use retention::Usage;
@@ -60,167 +65,6 @@ const STORE_QUEUE_MESSAGES: usize = 16 * 1024;
 /// Read connections kept open for reuse; more are opened on demand.
 const READ_POOL_SIZE: usize = 8;
 
-/// What went wrong in the store.
-#[derive(Debug, thiserror::Error)]
-pub(crate) enum StoreError {
-    /// SQLite failed.
-    #[error("database error: {0}")]
-    Sqlite(#[from] rusqlite::Error),
-    /// The database could not be opened.
-    #[error("cannot open database {}: {reason}", path.display())]
-    Open {
-        /// The file.
-        path: PathBuf,
-        /// Why.
-        reason: String,
-    },
-    /// A schema migration failed.
-    #[error("migrating the database to schema version {version} failed: {source}")]
-    Migrate {
-        /// Target version.
-        version: usize,
-        /// Cause.
-        #[source]
-        source: rusqlite::Error,
-    },
-    /// The writer thread is gone (shutting down).
-    #[error("the store is closed")]
-    Closed,
-    /// Stored data is not what this version wrote.
-    #[error("corrupt record: {0}")]
-    Corrupt(String),
-}
-
-/// A process row as created at start.
-#[derive(Clone, Debug)]
-pub(crate) struct NewProc {
-    /// Name.
-    pub(crate) name: Option<String>,
-    /// Program.
-    pub(crate) command: String,
-    /// Arguments.
-    pub(crate) args: Vec<String>,
-    /// Working directory.
-    pub(crate) cwd: String,
-    /// Environment overrides as JSON.
-    pub(crate) env_json: String,
-    /// `pty` or `pipes`.
-    pub(crate) mode: &'static str,
-    /// Rows and cols for PTYs.
-    pub(crate) size: Option<(u16, u16)>,
-    /// Idle timeout.
-    pub(crate) timeout_ms: u64,
-    /// Wall-clock start.
-    pub(crate) started_at_ns: i64,
-    /// Restart policy and run, as JSON (none without a policy or a run).
-    pub(crate) supervision: Option<String>,
-}
-
-/// A status change of a process row.
-#[derive(Clone, Debug)]
-pub(crate) struct StatusUpdate {
-    /// Which.
-    pub(crate) id: ProcId,
-    /// OS pid.
-    pub(crate) pid: u32,
-    /// Status.
-    pub(crate) status: RowStatus,
-    /// Exit code.
-    pub(crate) exit_code: Option<i32>,
-    /// Exit signal.
-    pub(crate) exit_signal: Option<i32>,
-    /// End time.
-    pub(crate) ended_at_ns: Option<i64>,
-}
-
-/// A program registry entry.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct ProgramRow {
-    /// Canonical name.
-    pub(crate) program: String,
-    /// Needs a PTY.
-    pub(crate) needs_pty: bool,
-    /// Notes.
-    pub(crate) notes: String,
-    /// Consecutive confirmations.
-    pub(crate) confirmed_count: u32,
-    /// Last record time.
-    pub(crate) last_confirmed_at_ns: i64,
-}
-
-/// A program registry record request.
-#[derive(Clone, Debug)]
-pub(crate) struct ProgramRecord {
-    /// Canonical name.
-    pub(crate) program: String,
-    /// Needs a PTY.
-    pub(crate) needs_pty: bool,
-    /// Notes to store; `None` keeps the stored ones.
-    pub(crate) notes: Option<String>,
-    /// Time of the record.
-    pub(crate) at_ns: i64,
-}
-
-enum Msg {
-    Chunk {
-        chunk: Chunk,
-        _permit: OwnedSemaphorePermit,
-    },
-    CreateProc {
-        row: NewProc,
-        reply: oneshot::Sender<Result<ProcId, StoreError>>,
-    },
-    Status(StatusUpdate),
-    /// A process's end, answered once committed (or not).
-    End {
-        update: StatusUpdate,
-        reply: oneshot::Sender<Result<(), StoreError>>,
-    },
-    Replaced {
-        old: ProcId,
-        by: ProcId,
-    },
-    Transition(Transition),
-    Resize(Resize),
-    Clear {
-        id: ProcId,
-        starts: [u64; 3],
-    },
-    Delete {
-        id: ProcId,
-    },
-    Program {
-        rec: ProgramRecord,
-        reply: oneshot::Sender<Result<ProgramRow, StoreError>>,
-    },
-    Flush {
-        reply: oneshot::Sender<()>,
-    },
-    /// Commit what is queued and stop.
-    Close,
-}
-
-impl Msg {
-    /// Someone waits for this message's commit (a reply or a barrier).
-    fn awaited(&self) -> bool {
-        matches!(
-            self,
-            Self::CreateProc { .. }
-                | Self::Program { .. }
-                | Self::End { .. }
-                | Self::Flush { .. }
-                | Self::Close
-        )
-    }
-
-    fn bytes(&self) -> usize {
-        match self {
-            Self::Chunk { chunk, .. } => chunk.data.len(),
-            _ => 64,
-        }
-    }
-}
-
 /// A cheap, cloneable handle to the store.
 #[derive(Clone, Debug)]
 pub(crate) struct Store {
@@ -228,56 +72,6 @@ pub(crate) struct Store {
     budget: Arc<Semaphore>,
     pool: Arc<ReadPool>,
     shared: Arc<WriterShared>,
-}
-
-/// What the writer thread shares with the rest of the daemon: the live
-/// processes whose history starts it moves when it trims, and the log's
-/// health.
-#[derive(Debug, Default)]
-struct WriterShared {
-    tracked: Mutex<HashMap<ProcId, Weak<dyn HistoryStarts>>>,
-    retained: AtomicU64,
-    trimmed: AtomicU64,
-    dropped: AtomicU64,
-    error: Mutex<Option<String>>,
-    /// The database file was deleted or replaced under the daemon: shown
-    /// until a restart (commits still succeed, into the old file).
-    replaced: Mutex<Option<String>>,
-    /// What each commit changed, for the search indexer.
-    feed: Arc<LogFeed>,
-}
-
-impl WriterShared {
-    fn tracked(&self) -> std::sync::MutexGuard<'_, HashMap<ProcId, Weak<dyn HistoryStarts>>> {
-        self.tracked.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
-
-    fn error(&self) -> std::sync::MutexGuard<'_, Option<String>> {
-        self.error.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
-
-    fn publish_starts(&self, id: ProcId, starts: [u64; 3]) {
-        if let Some(live) = self.tracked().get(&id).and_then(Weak::upgrade) {
-            live.history_starts_at(starts);
-        }
-    }
-
-    fn untrack(&self, id: ProcId) {
-        self.tracked().remove(&id);
-    }
-
-    fn failed(&self, e: &StoreError, lost: u64) {
-        self.dropped.fetch_add(lost, Ordering::Relaxed);
-        *self.error() = Some(e.to_string());
-    }
-
-    fn succeeded(&self) {
-        let mut error = self.error();
-        if error.is_some() {
-            tracing::info!("the database accepts writes again");
-            *error = None;
-        }
-    }
 }
 
 /// How the log is doing, for `GetInfo`.
@@ -291,14 +85,6 @@ pub(crate) struct LogHealth {
     pub(crate) dropped: u64,
     /// The last storage error, while writes fail.
     pub(crate) error: Option<String>,
-}
-
-/// What the live side of a process learns from the store: trims (retention,
-/// room on a full disk) move where each stream's history begins.
-pub(crate) trait HistoryStarts: Send + Sync {
-    /// The history of each stream (stdin, stdout, stderr) now begins at or
-    /// after `starts`; a start never moves back.
-    fn history_starts_at(&self, starts: [u64; 3]);
 }
 
 /// The writer thread; join it after the last [`Store`] is dropped.
@@ -606,10 +392,6 @@ impl ReadPool {
     }
 }
 
-fn to_i64(v: u64) -> i64 {
-    i64::try_from(v).unwrap_or(i64::MAX)
-}
-
 /// A process row for tests.
 #[cfg(test)]
 pub(crate) fn new_proc() -> NewProc {
@@ -631,6 +413,8 @@ pub(crate) fn new_proc() -> NewProc {
 mod tests {
     use super::writer::{NEWEST_KEPT_BYTES, merge_chunks};
     use super::*;
+    use crate::domain::{RowStatus, StreamId};
+    use bytes::Bytes;
 
     fn chunk(proc: u64, stream: StreamId, offset: u64, mono: i64, data: &'static [u8]) -> Chunk {
         Chunk {

@@ -4,7 +4,11 @@
 
 use rusqlite::{Connection, OptionalExtension, params};
 
-use super::*;
+use super::error::StoreError;
+use super::msg::ProgramRow;
+use super::schema::to_i64;
+use crate::domain::{AgentState, ProcId, Resize, RowStatus, Source, StreamId, Transition};
+use bytes::Bytes;
 
 /// Looks a program up.
 pub(crate) fn load_program(
@@ -31,13 +35,11 @@ pub(crate) fn load_program(
 /// A process row from an earlier daemon, with its stream counters.
 #[derive(Clone, Debug)]
 pub(crate) struct StoredProc {
-    /// Id.
     pub(crate) id: ProcId,
-    /// Name.
+    /// Its name, if it had one.
     pub(crate) name: Option<String>,
-    /// Program.
+    /// The program as the caller named it.
     pub(crate) command: String,
-    /// Arguments.
     pub(crate) args: Vec<String>,
     /// Working directory.
     pub(crate) cwd: String,
@@ -237,7 +239,6 @@ fn transition(row: TransitionRow) -> Result<Transition, StoreError> {
 pub(crate) struct Piece {
     /// Row id: insertion order across streams.
     pub(crate) seq: i64,
-    /// Stream.
     pub(crate) stream: StreamId,
     /// Offset of the first byte.
     pub(crate) offset: u64,

@@ -17,13 +17,15 @@
 //!
 //! The same cut serves a full disk: when a commit fails because the database
 //! cannot grow, the writer trims the oldest history to make room and retries
-//! (see `commit_batch` in the parent module).
+//! (see `commit_batch` in `writer.rs`).
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use rusqlite::{OptionalExtension, Transaction, params};
 
-use super::{StoreError, to_i64};
+use super::error::StoreError;
+use super::queries::StoredProc;
+use super::schema::to_i64;
 use crate::config::Retention;
 use crate::domain::{Chunk, ProcId, StreamId};
 
@@ -64,7 +66,7 @@ type Cut = (ProcId, u64);
 
 impl Usage {
     /// The retained spans of the processes stored at open.
-    pub(crate) fn new(procs: &[super::StoredProc], limits: Retention) -> Self {
+    pub(crate) fn new(procs: &[StoredProc], limits: Retention) -> Self {
         let mut usage = Self { procs: BTreeMap::new(), total: 0, limits, dirty: BTreeSet::new() };
         for p in procs {
             let spans =
@@ -202,9 +204,28 @@ impl Usage {
             starts[s.index()] =
                 next.and_then(|o| u64::try_from(o).ok()).unwrap_or(span.end).min(span.end);
         }
-        super::writer::set_starts(tx, id, starts)?;
+        set_starts(tx, id, starts)?;
         Ok(starts)
     }
+}
+
+/// Records where history begins (the rows below are deleted by the
+/// garbage collector, or at once by the writer's `delete_below`).
+pub(super) fn set_starts(
+    tx: &Transaction<'_>,
+    id: ProcId,
+    starts: [u64; 3],
+) -> Result<(), StoreError> {
+    tx.prepare_cached(
+        "UPDATE processes SET start_stdin = ?2, start_stdout = ?3, start_stderr = ?4 WHERE id = ?1",
+    )?
+    .execute(params![
+        to_i64(id.0),
+        to_i64(starts[0]),
+        to_i64(starts[1]),
+        to_i64(starts[2])
+    ])?;
+    Ok(())
 }
 
 #[cfg(test)]

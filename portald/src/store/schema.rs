@@ -14,7 +14,7 @@
 
 use rusqlite::Connection;
 
-use super::StoreError;
+use super::error::StoreError;
 
 /// Each entry migrates from version `i` to `i + 1`.
 /// The newest schema this binary knows (what a live upgrade compares).
@@ -138,6 +138,12 @@ pub(crate) fn migrate(conn: &mut Connection) -> Result<(), StoreError> {
         tx.commit()?;
     }
     Ok(())
+}
+
+/// An unsigned count or offset as SQLite's INTEGER (an i64) stores it;
+/// beyond `i64::MAX` (never reached in practice) it saturates.
+pub(super) fn to_i64(v: u64) -> i64 {
+    i64::try_from(v).unwrap_or(i64::MAX)
 }
 
 #[cfg(test)]

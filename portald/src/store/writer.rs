@@ -12,10 +12,18 @@ use rusqlite::{Connection, Transaction, params};
 use tokio::sync::mpsc;
 
 use super::checkpoint::Checkpointer;
+use super::error::StoreError;
 use super::gc::Garbage;
-use super::retention::Usage;
-use super::*;
+use super::msg::{Msg, ProgramRecord, ProgramRow, WriterShared};
+use super::queries::load_program;
+use super::reserve;
+use super::retention::{Usage, set_starts};
+use super::schema::to_i64;
 use crate::config::DISK_RESERVE_BYTES;
+use crate::config::{MAX_RECORD_BYTES, STORE_BATCH_BYTES};
+use crate::domain::{Chunk, ProcId, StreamId};
+use bytes::Bytes;
+use tokio::sync::OwnedSemaphorePermit;
 
 /// Page cache of the writer connection: twice the largest batch.
 pub(super) const WRITER_CACHE_KIB: i64 = 8 << 10;
@@ -643,25 +651,6 @@ fn delete_below(tx: &Transaction<'_>, id: ProcId, starts: [u64; 3]) -> Result<()
     for s in StreamId::ALL {
         delete.execute(params![to_i64(id.0), s as i64, to_i64(starts[s.index()])])?;
     }
-    Ok(())
-}
-
-/// Records where history begins (the rows below are deleted by the
-/// garbage collector, or at once by [`delete_below`]).
-pub(super) fn set_starts(
-    tx: &Transaction<'_>,
-    id: ProcId,
-    starts: [u64; 3],
-) -> Result<(), StoreError> {
-    tx.prepare_cached(
-        "UPDATE processes SET start_stdin = ?2, start_stdout = ?3, start_stderr = ?4 WHERE id = ?1",
-    )?
-    .execute(params![
-        to_i64(id.0),
-        to_i64(starts[0]),
-        to_i64(starts[1]),
-        to_i64(starts[2])
-    ])?;
     Ok(())
 }
 

@@ -88,7 +88,8 @@ const DAEMON_LAYERS: &[&[&str]] = &[
     &["agents", "doctor", "search", "upgrade"],
     &["proc"],
     &["error", "reads", "registry", "sends"],
-    &["daemon", "waits"],
+    &["waits"],
+    &["daemon"],
     &["changes"],
     &["grpc", "endpoint"],
     &["server"],
@@ -593,11 +594,6 @@ fn workspace_crates(root: &Path) -> Vec<(String, Vec<PathBuf>)> {
         .collect()
 }
 
-/// Import circles that are known and allowed for now: (crate, modules).
-// fixed on the daemon branch: store::retention calls writer::set_starts,
-// store::writer uses retention::Usage. Delete this entry when merging it.
-const KNOWN_CIRCLES: &[(&str, &[&str])] = &[("portald", &["store::retention", "store::writer"])];
-
 #[test]
 fn no_module_of_any_crate_imports_one_that_imports_it_back() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
@@ -615,32 +611,15 @@ fn no_module_of_any_crate_imports_one_that_imports_it_back() {
         assert!(names.contains(expected), "{expected} is not among the crates read: {names:?}");
     }
     let mut problems = Vec::new();
-    let mut known_seen = BTreeSet::new();
     for (name, roots) in &crates {
         assert!(!roots.is_empty(), "{name}: no target root found");
         for target in roots {
             let tree = Tree::read(target);
             let rel = target.strip_prefix(root).unwrap().display();
-            for (group, circle) in circles(&sibling_graph(&tree.imports())) {
-                let group: BTreeSet<String> = group.iter().map(module_name).collect();
-                let known = KNOWN_CIRCLES.iter().position(|(c, modules)| {
-                    c == name
-                        && modules.iter().map(|m| (*m).to_owned()).collect::<BTreeSet<_>>() == group
-                });
-                if let Some(k) = known {
-                    known_seen.insert(k);
-                    continue;
-                }
+            for (_, circle) in circles(&sibling_graph(&tree.imports())) {
                 let circle: Vec<String> = circle.iter().map(module_name).collect();
                 problems.push(format!("{name} ({rel}): an import circle: {}", circle.join(" -> ")));
             }
-        }
-    }
-    for (k, (name, modules)) in KNOWN_CIRCLES.iter().enumerate() {
-        if !known_seen.contains(&k) {
-            problems.push(format!(
-                "{name}: the known circle {modules:?} is gone: delete it from KNOWN_CIRCLES"
-            ));
         }
     }
     assert!(problems.is_empty(), "{}", problems.join("\n"));

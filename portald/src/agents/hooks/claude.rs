@@ -11,8 +11,8 @@
 
 use std::path::Path;
 
+use super::file::{Edit, Handler, HookAction, HookFile, command, is_portal_command};
 use super::json;
-use super::{Handler, HookAction, HookError, Report, command, is_portal_command, read};
 
 /// Claude Code events, their matchers, and the state and reason each
 /// reports (its hooks reference: `PermissionRequest` fires when a
@@ -30,16 +30,42 @@ pub(super) const EVENTS: &[(&str, Option<&str>, &str, Option<&str>)] = &[
     ("SessionEnd", None, "exited", None),
 ];
 
-/// Portal's handlers as they should be.
-fn wanted(emitter: &Path) -> Vec<Handler> {
-    EVENTS
-        .iter()
-        .map(|(event, matcher, state, reason)| Handler {
-            event: (*event).to_owned(),
-            matcher: matcher.map(str::to_owned),
-            command: command(emitter, "claude", state, event, *reason),
-        })
-        .collect()
+/// Claude Code's settings file.
+pub(super) struct Claude;
+
+impl HookFile for Claude {
+    const AGENT: &'static str = "claude";
+    const DIR: &'static str = ".claude";
+    const FILE: &'static str = "settings.json";
+    const KIND: &'static str = "JSON";
+
+    fn wanted(emitter: &Path) -> Vec<Handler> {
+        EVENTS
+            .iter()
+            .map(|(event, matcher, state, reason)| Handler {
+                event: (*event).to_owned(),
+                matcher: matcher.map(str::to_owned),
+                command: command(emitter, Self::AGENT, state, event, *reason),
+            })
+            .collect()
+    }
+
+    fn edit(text: &str, _path: &Path, emitter: &Path) -> Result<Edit, String> {
+        let blank = text.trim().is_empty();
+        let stripped = if blank { String::new() } else { strip_claude(text)? };
+        let installed = claude_install_text(&stripped, emitter)?;
+        let found = if blank { Vec::new() } else { handlers(text)? };
+        Ok(Edit { found, stripped, installed, trust: None })
+    }
+
+    fn note(action: HookAction) -> &'static str {
+        match action {
+            HookAction::Install => {
+                "Claude Code reads the hooks at its next start (or /hooks to review them)."
+            }
+            HookAction::Status | HookAction::Uninstall => "",
+        }
+    }
 }
 
 /// Portal's handlers as the file has them.
@@ -69,37 +95,6 @@ fn handlers(text: &str) -> Result<Vec<Handler>, String> {
         }
     }
     Ok(out)
-}
-
-pub(super) fn run(
-    action: HookAction,
-    dry_run: bool,
-    home: &Path,
-    emitter: &Path,
-) -> Result<Report, HookError> {
-    let dir = home.join(".claude");
-    let path = dir.join("settings.json");
-    let mut report = Report { agent: "claude", path: path.clone(), ..Report::default() };
-    let existing = read(&path)?;
-    let text = existing.clone().unwrap_or_default();
-    let malformed =
-        |reason: String| HookError::Malformed { path: path.clone(), kind: "JSON", reason };
-    let stripped = if text.trim().is_empty() {
-        String::new()
-    } else {
-        strip_claude(&text).map_err(malformed)?
-    };
-    let installed = claude_install_text(&stripped, emitter).map_err(malformed)?;
-    // By meaning, not bytes: Claude Code rewrites the file in its own
-    // layout, which changes nothing Portal installed.
-    let found =
-        if text.trim().is_empty() { Vec::new() } else { handlers(&text).map_err(malformed)? };
-    report.status = super::status(&found, &wanted(emitter), dir.exists());
-    if action == HookAction::Install {
-        report.note =
-            "Claude Code reads the hooks at its next start (or /hooks to review them).".into();
-    }
-    super::act(action, report, &path, &text, existing.is_some(), installed, stripped, dry_run)
 }
 
 fn claude_group(

@@ -22,7 +22,7 @@ use std::path::Path;
 
 use toml_edit::{ArrayOfTables, DocumentMut, Item, Table, value};
 
-use super::{Handler, HookAction, HookError, Report, command, is_portal_command, read};
+use super::file::{Edit, Handler, HookAction, HookFile, command, is_portal_command};
 
 /// Codex events and the state and reason each reports (its hooks
 /// documentation: `PermissionRequest` when it asks to approve a command,
@@ -48,16 +48,50 @@ const LEGACY_MARKERS: &[&str] = &[
     "# Written by `portal-cli hooks install`; `portal-cli hooks uninstall` removes it.",
 ];
 
-/// Portal's handlers as they should be.
-fn wanted(emitter: &Path) -> Vec<Handler> {
-    EVENTS
-        .iter()
-        .map(|(event, state, reason)| Handler {
-            event: (*event).to_owned(),
-            matcher: None,
-            command: command(emitter, "codex", state, event, *reason),
-        })
-        .collect()
+/// Codex's configuration file.
+pub(super) struct Codex;
+
+impl HookFile for Codex {
+    const AGENT: &'static str = "codex";
+    const DIR: &'static str = ".codex";
+    const FILE: &'static str = "config.toml";
+    const KIND: &'static str = "TOML";
+
+    fn wanted(emitter: &Path) -> Vec<Handler> {
+        EVENTS
+            .iter()
+            .map(|(event, state, reason)| Handler {
+                event: (*event).to_owned(),
+                matcher: None,
+                command: command(emitter, Self::AGENT, state, event, *reason),
+            })
+            .collect()
+    }
+
+    fn edit(text: &str, path: &Path, emitter: &Path) -> Result<Edit, String> {
+        let unmarked: String = text
+            .split_inclusive('\n')
+            .filter(|l| !LEGACY_MARKERS.contains(&l.trim_end()))
+            .collect();
+        let mut doc: DocumentMut =
+            unmarked.parse().map_err(|e: toml_edit::TomlError| e.to_string())?;
+        let found = handlers(&doc);
+        let trusted = trust(&doc, path);
+        strip_trust(&mut doc, path);
+        strip(&mut doc);
+        let stripped = doc.to_string();
+        install(&mut doc, emitter)?;
+        let installed = doc.to_string();
+        Ok(Edit { found, stripped, installed, trust: Some(trusted) })
+    }
+
+    fn note(_: HookAction) -> &'static str {
+        "Codex runs new or changed hooks only after you review and trust them in its /hooks view \
+         (Codex before 0.124 also needs `hooks = true` under `[features]`). With its app-server \
+         daemon on (`[features] daemon_auto_start`, the default), hooks run in the environment \
+         of the first terminal that started the daemon, so for several Codex terminals in Portal \
+         set it to false; Portal reads Codex's own status reports either way."
+    }
 }
 
 /// The commands of a group's handlers.
@@ -223,7 +257,7 @@ fn install(doc: &mut DocumentMut, emitter: &Path) -> Result<(), String> {
     let Some(hooks) = hooks.as_table_mut() else {
         return Err("`hooks` is not a table".into());
     };
-    for h in wanted(emitter) {
+    for h in Codex::wanted(emitter) {
         let groups = hooks
             .entry(&h.event)
             .or_insert_with(|| Item::ArrayOfTables(ArrayOfTables::new()))
@@ -239,48 +273,4 @@ fn install(doc: &mut DocumentMut, emitter: &Path) -> Result<(), String> {
         groups.push(group);
     }
     Ok(())
-}
-
-pub(super) fn run(
-    action: HookAction,
-    dry_run: bool,
-    home: &Path,
-    emitter: &Path,
-) -> Result<Report, HookError> {
-    let dir = home.join(".codex");
-    let path = dir.join("config.toml");
-    let mut report = Report { agent: "codex", path: path.clone(), ..Report::default() };
-    let existing = read(&path)?;
-    let text = existing.clone().unwrap_or_default();
-    let malformed =
-        |reason: String| HookError::Malformed { path: path.clone(), kind: "TOML", reason };
-    let unmarked: String =
-        text.split_inclusive('\n').filter(|l| !LEGACY_MARKERS.contains(&l.trim_end())).collect();
-    let mut doc: DocumentMut =
-        unmarked.parse().map_err(|e: toml_edit::TomlError| malformed(e.to_string()))?;
-    report.status = super::status(&handlers(&doc), &wanted(emitter), dir.exists());
-    let trusted = trust(&doc, &path);
-    strip_trust(&mut doc, &path);
-    strip(&mut doc);
-    let stripped = doc.to_string();
-    install(&mut doc, emitter).map_err(malformed)?;
-    let installed = doc.to_string();
-    report.note = "Codex runs new or changed hooks only after you review and trust them in its \
-                   /hooks view (Codex before 0.124 also needs `hooks = true` under `[features]`). \
-                   With its app-server daemon on (`[features] daemon_auto_start`, the default), \
-                   hooks run in the environment of the first terminal that started the daemon, \
-                   so for several Codex terminals in Portal set it to false; Portal reads Codex's \
-                   own status reports either way."
-        .into();
-    let kept = report.status == "installed";
-    let mut report =
-        super::act(action, report, &path, &text, existing.is_some(), installed, stripped, dry_run)?;
-    report.trust = match action {
-        HookAction::Status => trusted,
-        // Handlers left in place keep their records; replaced ones have none.
-        HookAction::Install if kept => trusted,
-        HookAction::Install => "untrusted",
-        HookAction::Uninstall => "",
-    };
-    Ok(report)
 }

@@ -1,8 +1,9 @@
 //! Installing Portal's hooks into Claude Code and Codex, so agents report
-//! their own state through `portal-cli emit`: the shared parts (reports,
-//! errors, the hook command, atomic writes, status by meaning). Each agent's
-//! file format is its own module: [`claude`] (JSON edited by span) and
-//! [`codex`] (TOML through a format-preserving editor).
+//! their own state through `portal-cli emit`. What every agent's file shares
+//! (reports, errors, the hook command, atomic writes, status by meaning, the
+//! [`file::HookFile`] trait) is in `file.rs`; each agent's file format is
+//! its own module: [`claude`] (JSON edited by span) and [`codex`] (TOML
+//! through a format-preserving editor).
 //!
 //! Common rules: Portal's entries are recognised by their command; the
 //! user's and the agent's own entries are never touched; install is
@@ -12,124 +13,20 @@
 
 mod claude;
 mod codex;
+mod file;
 mod json;
 
-use std::fmt::Write as _;
-use std::path::{Path, PathBuf};
+pub(crate) use file::{HookAction, HookError, Report};
+
+use std::path::Path;
 
 /// Which agent.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum HookAgent {
     /// Claude Code.
     Claude,
-    /// Codex.
+    /// OpenAI's Codex CLI.
     Codex,
-}
-
-/// What to do.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum HookAction {
-    /// Report.
-    Status,
-    /// Install.
-    Install,
-    /// Remove.
-    Uninstall,
-}
-
-/// One agent's report.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub(crate) struct Report {
-    /// claude or codex.
-    pub(crate) agent: &'static str,
-    /// The file.
-    pub(crate) path: PathBuf,
-    /// installed, outdated, absent, not_detected.
-    pub(crate) status: &'static str,
-    /// What changed.
-    pub(crate) change: String,
-    /// What the user still has to do.
-    pub(crate) note: String,
-    /// Codex: whether it trusts Portal's installed hooks (`trusted`,
-    /// `partly_trusted`, `untrusted`); empty otherwise.
-    pub(crate) trust: &'static str,
-    /// The file as it would be (dry run).
-    pub(crate) preview: String,
-}
-
-/// A hooks file that cannot be edited safely.
-#[derive(Debug, thiserror::Error)]
-pub(crate) enum HookError {
-    /// It does not parse; it is left alone.
-    #[error("{} is not valid {kind}: {reason}; fix it by hand, Portal will not overwrite it", path.display())]
-    Malformed {
-        /// The file.
-        path: PathBuf,
-        /// JSON or TOML.
-        kind: &'static str,
-        /// Where and why.
-        reason: String,
-    },
-    /// Reading or writing failed.
-    #[error("{op} {}: {source}", path.display())]
-    Io {
-        /// What was attempted.
-        op: &'static str,
-        /// The file.
-        path: PathBuf,
-        /// Cause.
-        #[source]
-        source: std::io::Error,
-    },
-}
-
-/// One of Portal's hook handlers: what it means, whatever the layout.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
-struct Handler {
-    /// The agent's event name.
-    event: String,
-    /// The group's matcher, if any.
-    matcher: Option<String>,
-    /// The command it runs.
-    command: String,
-}
-
-/// `installed` when the file holds exactly Portal's handlers (in any order
-/// or layout), `outdated` when it holds others of Portal's, else `absent`
-/// (or `not_detected` when the agent's directory does not exist).
-fn status(found: &[Handler], wanted: &[Handler], detected: bool) -> &'static str {
-    let sorted = |h: &[Handler]| {
-        let mut v = h.to_vec();
-        v.sort();
-        v
-    };
-    if found.is_empty() {
-        if detected { "absent" } else { "not_detected" }
-    } else if sorted(found) == sorted(wanted) {
-        "installed"
-    } else {
-        "outdated"
-    }
-}
-
-/// The path as one word of a POSIX shell command (the agents run hook
-/// commands through `sh -c`).
-fn quote(path: &Path) -> String {
-    shell_words::quote(&path.to_string_lossy()).into_owned()
-}
-
-/// The hook command for one event.
-fn command(emitter: &Path, agent: &str, state: &str, event: &str, reason: Option<&str>) -> String {
-    let mut c = format!("{} emit {state} --name {agent} --event {event}", quote(emitter));
-    if let Some(r) = reason {
-        let _ = write!(c, " --reason {r}");
-    }
-    c
-}
-
-/// Whether a hook command is one of Portal's.
-fn is_portal_command(c: &str) -> bool {
-    c.contains("portal-cli") && c.contains(" emit ")
 }
 
 /// Runs one action for one agent under `home`.
@@ -141,86 +38,9 @@ pub(crate) fn run(
     emitter: &Path,
 ) -> Result<Report, HookError> {
     match agent {
-        HookAgent::Claude => claude::run(action, dry_run, home, emitter),
-        HookAgent::Codex => codex::run(action, dry_run, home, emitter),
+        HookAgent::Claude => file::run::<claude::Claude>(action, dry_run, home, emitter),
+        HookAgent::Codex => file::run::<codex::Codex>(action, dry_run, home, emitter),
     }
-}
-
-fn read(path: &Path) -> Result<Option<String>, HookError> {
-    match std::fs::read_to_string(path) {
-        Ok(s) => Ok(Some(s)),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(source) => Err(HookError::Io { op: "reading", path: path.to_path_buf(), source }),
-    }
-}
-
-fn write_atomic(path: &Path, text: &str) -> Result<(), HookError> {
-    let io = |op, source| HookError::Io { op, path: path.to_path_buf(), source };
-    let dir = path.parent().unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir).map_err(|e| io("creating the directory of", e))?;
-    let tmp =
-        dir.join(format!(".{}.portal-tmp", path.file_name().unwrap_or_default().to_string_lossy()));
-    {
-        use std::io::Write as _;
-        let mut f = std::fs::File::create(&tmp).map_err(|e| io("creating a temp file for", e))?;
-        f.write_all(text.as_bytes()).map_err(|e| io("writing", e))?;
-        f.sync_all().map_err(|e| io("syncing", e))?;
-    }
-    std::fs::rename(&tmp, path).map_err(|e| io("replacing", e))
-}
-
-/// Carries out `action` on a file whose text is `text` now, `installed`
-/// with Portal's hooks and `stripped` without them. An install that changes
-/// no meaning leaves the file as it is (the agent may have rewritten it in
-/// its own layout, or added its own records).
-#[allow(clippy::too_many_arguments, reason = "one call per format, each naming every piece")]
-fn act(
-    action: HookAction,
-    report: Report,
-    path: &Path,
-    text: &str,
-    existed: bool,
-    installed: String,
-    stripped: String,
-    dry_run: bool,
-) -> Result<Report, HookError> {
-    match action {
-        HookAction::Status => Ok(report),
-        HookAction::Install => {
-            let after = if report.status == "installed" { text.to_owned() } else { installed };
-            let r = finish(report, path, text, after, existed, dry_run)?;
-            Ok(Report { status: "installed", ..r })
-        }
-        HookAction::Uninstall => {
-            let r = finish(report, path, text, stripped, existed, dry_run)?;
-            Ok(Report { status: "absent", ..r })
-        }
-    }
-}
-
-fn finish(
-    mut report: Report,
-    path: &Path,
-    before: &str,
-    after: String,
-    exists: bool,
-    dry_run: bool,
-) -> Result<Report, HookError> {
-    if after == before {
-        report.change = "nothing to change".into();
-    } else {
-        report.change =
-            format!("{} {}", if exists { "updated" } else { "created" }, path.display());
-        if dry_run {
-            report.change = format!("would have {}", report.change);
-        } else {
-            write_atomic(path, &after)?;
-        }
-    }
-    if dry_run {
-        report.preview = after;
-    }
-    Ok(report)
 }
 
 #[cfg(test)]
