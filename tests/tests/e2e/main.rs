@@ -22,5 +22,6 @@ mod restarts;
 mod screen;
 mod screen_diff;
 mod security;
+mod sizes;
 mod tidy;
 mod waits;
