@@ -34,6 +34,7 @@
 //! filling the disk cannot take, and the next commits are written there.
 
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TrySendError, sync_channel};
 use std::sync::{Arc, Mutex, PoisonError, TryLockError};
 
@@ -85,6 +86,11 @@ pub(crate) struct Checkpointer {
     last_nudge: std::time::Instant,
     /// Held by whichever thread runs a checkpoint (see the module doc).
     lock: Arc<Mutex<()>>,
+    /// The WAL is to be emptied at the next rest. A flag beside the
+    /// channel: a request that finds the channel full (a PASSIVE queued)
+    /// must not be lost, or a WAL grown by a burst stays at its size until
+    /// the next write.
+    truncate: Arc<AtomicBool>,
     /// WAL bytes past which the writer rewinds it (see
     /// [`Retention::wal_fold_bytes`]).
     fold: u64,
@@ -111,12 +117,14 @@ impl Checkpointer {
         let conn = Connection::open(path)?;
         schema::configure(&conn)?;
         let lock = Arc::new(Mutex::new(()));
+        let truncate = Arc::new(AtomicBool::new(false));
         let (nudge, rx) = sync_channel::<Mode>(1);
         let thread = std::thread::Builder::new()
             .name("store-checkpoint".into())
             .spawn({
                 let lock = Arc::clone(&lock);
-                move || background(&conn, &rx, &lock)
+                let truncate = Arc::clone(&truncate);
+                move || background(&conn, &rx, &lock, &truncate)
             })
             .map_err(|e| StoreError::Corrupt(format!("cannot start the checkpoint thread: {e}")))?;
         Ok(Self {
@@ -125,6 +133,7 @@ impl Checkpointer {
             since: 0,
             last_nudge: std::time::Instant::now(),
             lock,
+            truncate,
             fold,
             frame: u64::try_from(page).unwrap_or(4096) + FRAME_HEADER_BYTES,
         })
@@ -197,10 +206,13 @@ impl Checkpointer {
     fn request(&mut self, mode: Mode) {
         self.since = 0;
         self.last_nudge = std::time::Instant::now();
+        if matches!(mode, Mode::Truncate) {
+            self.truncate.store(true, Ordering::Release);
+        }
         if let Some(nudge) = &self.nudge {
             match nudge.try_send(mode) {
-                // Full: a checkpoint is already due; the next idle one
-                // empties the WAL.
+                // Full: the thread wakes for what is queued, and finds the
+                // flag.
                 Ok(()) | Err(TrySendError::Full(_)) => {}
                 Err(TrySendError::Disconnected(_)) => self.nudge = None,
             }
@@ -232,7 +244,7 @@ fn checkpoint(conn: &Connection, mode: &str) -> bool {
 
 /// The `store-checkpoint` thread: PASSIVE checkpoints when asked, and after
 /// a burst, once the writer has rested, a TRUNCATE that empties the WAL.
-fn background(conn: &Connection, rx: &Receiver<Mode>, lock: &Mutex<()>) {
+fn background(conn: &Connection, rx: &Receiver<Mode>, lock: &Mutex<()>, truncate: &AtomicBool) {
     let held = || lock.lock().unwrap_or_else(PoisonError::into_inner);
     // Emptying the WAL waits for readers still reading it (the search
     // indexer reads the log often), and a writer that starts meanwhile
@@ -252,16 +264,20 @@ fn background(conn: &Connection, rx: &Receiver<Mode>, lock: &Mutex<()>) {
             }
         }
     };
+    // Emptying is owed until it succeeds, whatever comes between.
+    let mut owed = false;
     let mut next = rx.recv().ok();
     while let Some(mode) = next.take() {
         {
             let _g = held();
             checkpoint(conn, "PASSIVE");
         }
-        if matches!(mode, Mode::Truncate) {
+        owed |= matches!(mode, Mode::Truncate) | truncate.swap(false, Ordering::AcqRel);
+        if owed {
             // Emptying the WAL blocks a writer that starts meanwhile: only
             // once the writer has rested. A writer between two batches of a
-            // stream asks again within this time; then this one is skipped.
+            // stream sends again within this time; then it is tried after
+            // the next rest.
             for _ in 0..TRUNCATE_TRIES {
                 match rx.recv_timeout(TRUNCATE_AFTER_REST) {
                     Ok(again) => {
@@ -270,6 +286,7 @@ fn background(conn: &Connection, rx: &Receiver<Mode>, lock: &Mutex<()>) {
                     }
                     Err(RecvTimeoutError::Timeout) => {
                         if truncated() {
+                            owed = false;
                             break;
                         }
                     }
