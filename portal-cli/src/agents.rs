@@ -168,7 +168,7 @@ pub(crate) async fn statusline(a: &StatuslineArgs) -> Outcome {
             .collect();
         print_json(&json!({ "line": line, "counts": counts }));
     } else {
-        println!("{line}");
+        outln!("{line}");
     }
     Ok(())
 }
@@ -232,16 +232,21 @@ fn trust_words(trust: &str) -> &'static str {
 
 fn print_agents(r: &pb::AgentListResponse) {
     if r.agents.is_empty() {
-        println!("No agents.");
+        outln!("No agents.");
         return;
     }
     // NAME is the process's (what `ps` shows, and what commands take), so
     // four agents of one kind are four names; KIND is which agent it is.
     let name_width =
         r.agents.iter().map(|a| a.process_name.chars().count()).max().unwrap_or(0).clamp(4, 20);
-    println!(
+    outln!(
         "{:>4}  {:<name_width$} {:<8} {:<15} {:<10} {:>6}  REASON",
-        "ID", "NAME", "KIND", "STATE", "SOURCE", "AGE"
+        "ID",
+        "NAME",
+        "KIND",
+        "STATE",
+        "SOURCE",
+        "AGE"
     );
     for a in &r.agents {
         let state = if fmt::color() {
@@ -267,7 +272,7 @@ fn print_agents(r: &pb::AgentListResponse) {
         };
         let kind = if a.kind.is_empty() { &a.name } else { &a.kind };
         let kind = if kind.is_empty() { "-" } else { kind.as_str() };
-        println!(
+        outln!(
             "{:>4}  {name:<name_width$} {kind:<8} {state} {:<10} {:>6}  {}",
             a.id,
             source,
@@ -275,13 +280,13 @@ fn print_agents(r: &pb::AgentListResponse) {
             a.reason
         );
         if !a.dialog.is_empty() {
-            println!("      shows a dialog (answer with send-keys or attach):");
+            outln!("      shows a dialog (answer with send-keys or attach):");
             for line in a.dialog.lines() {
-                println!("        {line}");
+                outln!("        {line}");
             }
         }
     }
-    println!("{}", r.summary);
+    outln!("{}", r.summary);
 }
 
 /// Process ids for ids or names (a name is looked up; one nobody has is a
@@ -333,7 +338,7 @@ pub(crate) async fn agents(client: &Client, a: AgentsArgs) -> Outcome {
             } else {
                 print_agents(&list);
             }
-            let _ = std::io::stdout().flush();
+            crate::stdout::finish(std::io::stdout().flush());
             if !watch {
                 return Ok(());
             }
@@ -367,11 +372,11 @@ pub(crate) async fn agents(client: &Client, a: AgentsArgs) -> Outcome {
                     }
                 } else {
                     if fmt::color() {
-                        print!("\x1b[H\x1b[2J");
+                        out!("\x1b[H\x1b[2J");
                     }
                     print_agents(&list);
                 }
-                let _ = std::io::stdout().flush();
+                crate::stdout::finish(std::io::stdout().flush());
             }
         }
         Some(AgentsCommand::Wait { ids, state, any, timeout, out }) => {
@@ -396,12 +401,13 @@ pub(crate) async fn agents(client: &Client, a: AgentsArgs) -> Outcome {
                         .as_ref()
                         .map_or("unknown", |a| vocab::AgentState::from(a.state()).as_str());
                     if x.outcome() == pb::AgentWaitOutcome::NotAnAgent {
-                        println!(
+                        outln!(
                             "{}: not_an_agent: no coding agent runs in it; wait for the program with `portal-cli wait {}`",
-                            x.id, x.id
+                            x.id,
+                            x.id
                         );
                     } else {
-                        println!(
+                        outln!(
                             "{}: {} ({st})",
                             x.id,
                             vocab::AgentWaitOutcome::from(x.outcome()).as_str()
@@ -443,7 +449,7 @@ pub(crate) async fn agents(client: &Client, a: AgentsArgs) -> Outcome {
                             )
                         }
                     };
-                    println!("{}: {what}", x.id);
+                    outln!("{}: {what}", x.id);
                 }
             }
             if r.results.iter().all(|x| x.sent) { Ok(()) } else { Err(Failure::Silent) }
@@ -527,15 +533,15 @@ pub(crate) async fn hooks(client: &Client, cmd: HooksCommand) -> Outcome {
         return Ok(());
     }
     for x in &r.reports {
-        println!("{}: {}{} ({})", x.agent, x.status, trust_words(&x.trust), x.path);
+        outln!("{}: {}{} ({})", x.agent, x.status, trust_words(&x.trust), x.path);
         if !x.change.is_empty() {
-            println!("  {}", x.change);
+            outln!("  {}", x.change);
         }
         if !x.note.is_empty() {
-            println!("  note: {}", x.note);
+            outln!("  note: {}", x.note);
         }
         if dry_run && !x.preview.is_empty() {
-            println!("--- {} as it would be ---\n{}", x.path, x.preview);
+            outln!("--- {} as it would be ---\n{}", x.path, x.preview);
         }
     }
     Ok(())

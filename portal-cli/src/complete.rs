@@ -6,7 +6,6 @@
 //! gives up after [`LIST_BUDGET`].
 
 use std::ffi::OsStr;
-use std::io::Write as _;
 use std::time::Duration;
 
 use anyhow::Context as _;
@@ -45,7 +44,7 @@ pub(crate) fn script(shell: clap_complete::Shell, completer: &str) -> anyhow::Re
 pub(crate) fn completions(shell: clap_complete::Shell) -> Outcome {
     let me = std::env::current_exe().context("finding portal-cli's own path")?;
     let out = script(shell, &me.to_string_lossy())?;
-    std::io::stdout().write_all(&out).context("writing the script")?;
+    crate::stdout::bytes(&out);
     Ok(())
 }
 

@@ -45,12 +45,12 @@ fn print_info(info: &pb::GetInfoResponse, out: JsonFlag) {
             "storage_error": (!info.storage_error.is_empty()).then_some(&info.storage_error),
         }));
     } else {
-        println!("portald {} is running (pid {})", info.daemon_version, info.pid);
-        println!("  socket     {}", info.socket);
-        println!("  database   {}", info.database);
-        println!("  processes  {} ({} running)", info.processes, info.running);
-        println!("  uptime     {}", fmt::short_duration(info.uptime_ms));
-        println!(
+        outln!("portald {} is running (pid {})", info.daemon_version, info.pid);
+        outln!("  socket     {}", info.socket);
+        outln!("  database   {}", info.database);
+        outln!("  processes  {} ({} running)", info.processes, info.running);
+        outln!("  uptime     {}", fmt::short_duration(info.uptime_ms));
+        outln!(
             "  log        {} kept (limits: {} per process, {} in total; {} trimmed so far)",
             fmt::short_bytes(info.log_bytes),
             fmt::short_bytes(info.log_limit_per_process),
@@ -58,7 +58,7 @@ fn print_info(info: &pb::GetInfoResponse, out: JsonFlag) {
             fmt::short_bytes(info.log_bytes_trimmed),
         );
         if info.log_bytes_dropped > 0 || !info.storage_error.is_empty() {
-            println!(
+            outln!(
                 "  STORAGE    {} of output could not be stored{}",
                 fmt::short_bytes(info.log_bytes_dropped),
                 if info.storage_error.is_empty() {
@@ -83,7 +83,7 @@ pub(crate) async fn status(out: JsonFlag) -> Outcome {
             if out.json {
                 print_json(&json!({"running": false, "socket": socket}));
             } else {
-                println!("portald is not running (socket {})", socket.display());
+                outln!("portald is not running (socket {})", socket.display());
             }
             return Err(Failure::NotRunning);
         }
@@ -123,10 +123,10 @@ fn print_versions(daemon_version: Option<String>, out: JsonFlag) {
             "differ": differ,
         }));
     } else {
-        println!("portal-cli {client_version} (protocol {})", portal_proto::PROTOCOL_VERSION);
+        outln!("portal-cli {client_version} (protocol {})", portal_proto::PROTOCOL_VERSION);
         match &daemon_version {
-            Some(v) => println!("portald {v} (running)"),
-            None => println!("portald is not running"),
+            Some(v) => outln!("portald {v} (running)"),
+            None => outln!("portald is not running"),
         }
     }
     if differ {
@@ -165,7 +165,7 @@ pub(crate) async fn stop() -> Outcome {
     let client = match Client::connect(&socket).await {
         Ok(c) => c,
         Err(ClientError::Unavailable { .. }) => {
-            println!("portald is not running (socket {})", socket.display());
+            outln!("portald is not running (socket {})", socket.display());
             return Ok(());
         }
         Err(e) => return Err(Failure::Unreachable(e)),
@@ -185,7 +185,7 @@ pub(crate) async fn stop() -> Outcome {
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    println!("portald (pid {pid}) stopped");
+    outln!("portald (pid {pid}) stopped");
     Ok(())
 }
 
@@ -197,7 +197,7 @@ pub(crate) async fn upgrade(binary: Option<std::path::PathBuf>, out: JsonFlag) -
     let client = match Client::connect(&socket).await {
         Ok(c) => c,
         Err(ClientError::Unavailable { .. }) => {
-            println!(
+            outln!(
                 "portald is not running (socket {}): nothing to upgrade; the next command starts the binary on disk",
                 socket.display()
             );
@@ -265,9 +265,13 @@ pub(crate) async fn upgrade(binary: Option<std::path::PathBuf>, out: JsonFlag) -
             "pause_ms": pause_ms,
         }));
     } else {
-        println!(
+        outln!(
             "portald upgraded {} → {} (pid {}, {}) in {pause_ms} ms; {} running programs carried over",
-            accepted.from_version, info.daemon_version, info.pid, accepted.binary, info.running
+            accepted.from_version,
+            info.daemon_version,
+            info.pid,
+            accepted.binary,
+            info.running
         );
     }
     Ok(())

@@ -23,7 +23,7 @@ pub(crate) fn man(dir: &Path) -> Outcome {
         written.push(sibling_page(dir, binary)?);
     }
     for w in &written {
-        println!("{}", w.display());
+        outln!("{}", w.display());
     }
     Ok(())
 }

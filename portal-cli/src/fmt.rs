@@ -166,7 +166,7 @@ pub(crate) fn process_json(p: &pb::Process) -> Value {
 
 /// Prints JSON on one line.
 pub(crate) fn print_json(v: &Value) {
-    println!("{v}");
+    outln!("{v}");
 }
 
 #[cfg(test)]

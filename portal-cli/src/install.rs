@@ -46,19 +46,19 @@ pub(crate) async fn install(prefix: Option<PathBuf>, dry_run: bool, register: Re
     let man = share.join("man/man1");
     if dry_run {
         for (src, name) in sources.iter().zip(BINARIES) {
-            println!("would copy {} to {}", src.display(), bin.join(name).display());
+            outln!("would copy {} to {}", src.display(), bin.join(name).display());
         }
         for (_, path) in &completions {
-            println!("would write {}", path.display());
+            outln!("would write {}", path.display());
         }
-        println!("would write the man pages into {}", man.display());
+        outln!("would write the man pages into {}", man.display());
         crate::register::register(&bin.join("portal-shim"), Register::Print).await;
         return Ok(());
     }
     for (src, name) in sources.iter().zip(BINARIES) {
         let to = bin.join(name);
         copy_over(src, &to)?;
-        println!("installed {}", to.display());
+        outln!("installed {}", to.display());
     }
     for (shell, path) in &completions {
         // The script calls the installed portal-cli back for each Tab.
@@ -69,13 +69,13 @@ pub(crate) async fn install(prefix: Option<PathBuf>, dry_run: bool, register: Re
     // versions, zsh only in its fpath, fish only in XDG_DATA_DIRS: sourcing
     // the file from the shell's startup file works everywhere.
     let [(_, bash), (_, zsh), (_, fish)] = &completions;
-    println!(
+    outln!(
         "completions for bash, zsh and fish under {}; to load them in new shells:",
         share.display()
     );
-    println!("  bash: add `source {}` to ~/.bashrc", shell_quote(bash));
-    println!("  zsh: add `source {}` to ~/.zshrc, after compinit", shell_quote(zsh));
-    println!("  fish: add `source {}` to ~/.config/fish/config.fish", shell_quote(fish));
+    outln!("  bash: add `source {}` to ~/.bashrc", shell_quote(bash));
+    outln!("  zsh: add `source {}` to ~/.zshrc, after compinit", shell_quote(zsh));
+    outln!("  fish: add `source {}` to ~/.config/fish/config.fish", shell_quote(fish));
     // The installed portal-cli writes the pages, so portald's and
     // portal-shim's come from the installed binaries beside it.
     let pages = std::process::Command::new(bin.join("portal-cli"))
@@ -91,11 +91,11 @@ pub(crate) async fn install(prefix: Option<PathBuf>, dry_run: bool, register: Re
         )
         .into());
     }
-    println!("man pages in {}", man.display());
+    outln!("man pages in {}", man.display());
     let on_path = std::env::var_os("PATH")
         .is_some_and(|p| std::env::split_paths(&p).any(|d| same_dir(&d, &bin)));
     if !on_path {
-        println!(
+        outln!(
             "{} is not on your PATH: add `export PATH=\"{}:$PATH\"` to your shell's startup file",
             bin.display(),
             bin.display()
@@ -106,7 +106,7 @@ pub(crate) async fn install(prefix: Option<PathBuf>, dry_run: bool, register: Re
     repoint_hooks(&cli);
     // Without --binary, upgrade re-executes the path the running portald
     // was started from, which is the build's, not the installed one.
-    println!(
+    outln!(
         "a portald already running keeps its old binary until `{} daemon upgrade --binary {}` (every program keeps running)",
         shell_quote(&cli),
         shell_quote(&bin.join("portald"))
@@ -133,7 +133,7 @@ fn repoint_services(cli: &Path) -> anyhow::Result<()> {
             "re-pointing the {name} service failed: {}",
             String::from_utf8_lossy(&out.stderr).trim()
         );
-        print!("{}", String::from_utf8_lossy(&out.stdout));
+        out!("{}", String::from_utf8_lossy(&out.stdout));
     }
     Ok(())
 }
@@ -148,7 +148,7 @@ fn repoint_hooks(cli: &Path) {
     let reports: Vec<serde_json::Value> = match status {
         Ok(out) if out.status.success() => serde_json::from_slice(&out.stdout).unwrap_or_default(),
         _ => {
-            println!(
+            outln!(
                 "agent hooks were not checked (portald is not running): `{} hooks status` says whether they run this portal-cli, `hooks install` re-points them",
                 cli.display()
             );
@@ -162,14 +162,14 @@ fn repoint_hooks(cli: &Path) {
             .output();
         match out {
             Ok(o) if o.status.success() => {
-                println!("the {agent} hooks now run {}", cli.display());
+                outln!("the {agent} hooks now run {}", cli.display());
             }
-            Ok(o) => println!(
+            Ok(o) => outln!(
                 "re-pointing the {agent} hooks failed: {} (run `{} hooks install {agent}`)",
                 String::from_utf8_lossy(&o.stderr).trim(),
                 cli.display()
             ),
-            Err(e) => println!("re-pointing the {agent} hooks failed: {e}"),
+            Err(e) => outln!("re-pointing the {agent} hooks failed: {e}"),
         }
     }
 }

@@ -11,6 +11,13 @@
 //! host: 4 unreachable, 5 login refused, 6 Portal not installed there,
 //! 7 the two sides speak different protocol versions.
 
+#![warn(
+    clippy::print_stdout,
+    reason = "stdout::outln! ends quietly on a closed pipe; println! panics"
+)]
+
+#[macro_use]
+mod stdout;
 mod agents;
 mod attach;
 mod complete;
@@ -26,7 +33,6 @@ mod procs;
 mod register;
 mod search;
 mod service;
-mod sigpipe;
 mod waits;
 mod workspace;
 
@@ -717,7 +723,6 @@ fn exit_code(e: &ClientError) -> u8 {
 }
 
 fn main() -> ExitCode {
-    sigpipe::restore_default();
     // A Tab in a shell runs portal-cli with PORTAL_COMPLETE set: answered
     // here, before anything else is printed.
     complete::answer_if_asked();

@@ -392,12 +392,10 @@ pub(crate) async fn screen(
         if out.json {
             print_json(&screen_json(s));
         } else {
-            let mut stdout = std::io::stdout().lock();
             if redraw {
-                let _ = stdout.write_all(b"\x1b[H\x1b[2J");
+                crate::stdout::bytes(b"\x1b[H\x1b[2J");
             }
-            let _ = stdout.write_all(screen_text(s).as_bytes());
-            let _ = stdout.flush();
+            crate::stdout::bytes(screen_text(s).as_bytes());
         }
     };
     // Resized once, by the first look; redraws keep the size.

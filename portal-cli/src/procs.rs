@@ -147,9 +147,9 @@ fn print_ps(rows: &[(Option<&str>, &pb::Process)], all: bool, out: JsonFlag) {
     if shown.is_empty() {
         let hidden = rows.len();
         if hidden > 0 && !all {
-            println!("No running processes ({hidden} ended; --all shows them).");
+            outln!("No running processes ({hidden} ended; --all shows them).");
         } else {
-            println!("No managed processes.");
+            outln!("No managed processes.");
         }
         return;
     }
@@ -169,7 +169,7 @@ fn print_ps(rows: &[(Option<&str>, &pb::Process)], all: bool, out: JsonFlag) {
     let before_command = host_cell(None).chars().count() + PS_FIXED_COLUMNS;
     let command_width = fmt::terminal_columns()
         .map_or(PS_PIPED_COMMAND, |cols| cols.saturating_sub(before_command).max(PS_MIN_COMMAND));
-    println!(
+    outln!(
         "{}{:>4}  {:<12} {:>7}  {:<5}  {:<9}  {:<15}  {:<7}  {:>5}  {:>7}  COMMAND",
         host_cell(Some("HOST")),
         "ID",
@@ -191,7 +191,7 @@ fn print_ps(rows: &[(Option<&str>, &pb::Process)], all: bool, out: JsonFlag) {
         if p.input_source() == pb::InputSource::Heuristic {
             state.push('?');
         }
-        println!(
+        outln!(
             "{}{:>4}  {:<12} {:>7}  {:<5}  {}  {:<15}  {:<7}  {:>5}  {:>7}  {}",
             host_cell(*host),
             p.id,
@@ -318,7 +318,7 @@ pub(crate) async fn start(client: &Client, a: StartArgs) -> Outcome {
     let started = format!("started {} (pid {}): {}", p.id, p.pid, fmt::command_line(&p, 80));
     match (a.out.json, &a.wait) {
         (true, None) => print_json(&fmt::process_json(&p)),
-        (false, None) => println!("{started}"),
+        (false, None) => outln!("{started}"),
         // The wait's output goes to stdout: keep it clean.
         (_, Some(_)) => eprintln!("{started}"),
     }
@@ -453,7 +453,7 @@ fn read_secret_line(prompt: &str) -> anyhow::Result<String> {
 pub(crate) async fn signal(client: &Client, proc: &str, signal: String) -> Outcome {
     let r =
         client.rpc().signal(pb::SignalRequest { proc: proc_ref(proc), signal }).await?.into_inner();
-    println!("sent {} ({}) to {proc}", r.name, r.signal);
+    outln!("sent {} ({}) to {proc}", r.name, r.signal);
     Ok(())
 }
 
@@ -461,9 +461,9 @@ pub(crate) async fn signal(client: &Client, proc: &str, signal: String) -> Outco
 pub(crate) async fn kill(client: &Client, proc: &str) -> Outcome {
     let p = client.rpc().kill(pb::KillRequest { proc: proc_ref(proc) }).await?.into_inner();
     if p.status() == pb::Status::Killed {
-        println!("killed {} ({})", p.id, fmt::exit_text(&p));
+        outln!("killed {} ({})", p.id, fmt::exit_text(&p));
     } else {
-        println!(
+        outln!(
             "{} had already ended ({}, {})",
             p.id,
             vocab::Status::from(p.status()).as_str(),
@@ -476,7 +476,7 @@ pub(crate) async fn kill(client: &Client, proc: &str) -> Outcome {
 /// `kill-all`.
 pub(crate) async fn kill_all(client: &Client) -> Outcome {
     let r = client.rpc().kill_all(pb::KillAllRequest {}).await?.into_inner();
-    println!(
+    outln!(
         "killed {} process(es){}",
         r.killed.len(),
         if r.killed.is_empty() { String::new() } else { format!(": {:?}", r.killed) }
@@ -487,14 +487,14 @@ pub(crate) async fn kill_all(client: &Client) -> Outcome {
 /// `clear`.
 pub(crate) async fn clear(client: &Client, proc: &str) -> Outcome {
     client.rpc().clear(pb::ClearRequest { proc: proc_ref(proc) }).await?;
-    println!("cleared the output of {proc}");
+    outln!("cleared the output of {proc}");
     Ok(())
 }
 
 /// `rm`.
 pub(crate) async fn rm(client: &Client, proc: &str) -> Outcome {
     let r = client.rpc().cleanup(pb::CleanupRequest { proc: proc_ref(proc) }).await?.into_inner();
-    println!("removed {}", r.id);
+    outln!("removed {}", r.id);
     Ok(())
 }
 
@@ -512,34 +512,34 @@ pub(crate) async fn inspect(client: &Client, proc: &str, out: JsonFlag) -> Outco
         print_json(&j);
         return Ok(());
     }
-    println!(
+    outln!(
         "process {}{}{}",
         p.id,
         if p.name.is_empty() { String::new() } else { format!(" ({})", p.name) },
         client.host().map(|h| format!(" on host {h}")).unwrap_or_default()
     );
-    println!("  status   {} {}", fmt::status_cell(&p, 0), fmt::exit_text(&p));
-    println!("  pid      {}", p.pid);
+    outln!("  status   {} {}", fmt::status_cell(&p, 0), fmt::exit_text(&p));
+    outln!("  pid      {}", p.pid);
     match p.size {
-        Some(s) => println!("  mode     pty {}x{}", s.rows, s.cols),
-        None => println!("  mode     pipes"),
+        Some(s) => outln!("  mode     pty {}x{}", s.rows, s.cols),
+        None => outln!("  mode     pipes"),
     }
-    println!("  command  {}", fmt::command_line(&p, usize::MAX));
-    println!("  cwd      {}", p.cwd);
+    outln!("  command  {}", fmt::command_line(&p, usize::MAX));
+    outln!("  cwd      {}", p.cwd);
     if !typed.is_empty() {
         let who: Vec<String> =
             typed.iter().map(|(w, n)| format!("{w} ({})", fmt::short_bytes(*n))).collect();
-        println!("  typed by {}", who.join(", "));
+        outln!("  typed by {}", who.join(", "));
     }
     for (k, v) in &p.env {
-        println!("  env      {k}={v}");
+        outln!("  env      {k}={v}");
     }
     if p.timeout_ms > 0 {
-        println!("  timeout  {}", fmt::short_duration(p.timeout_ms));
+        outln!("  timeout  {}", fmt::short_duration(p.timeout_ms));
     }
-    println!("  idle     {}", fmt::short_duration(p.idle_ms));
+    outln!("  idle     {}", fmt::short_duration(p.idle_ms));
     if let Some(r) = p.restart {
-        println!(
+        outln!(
             "  restart  on failure, at most {} times ({} so far{})",
             r.max_restarts,
             p.restarts,
@@ -551,7 +551,7 @@ pub(crate) async fn inspect(client: &Client, proc: &str, out: JsonFlag) -> Outco
         );
     }
     if p.replaced_by > 0 {
-        println!("  replaced by {} (it has the name now)", p.replaced_by);
+        outln!("  replaced by {} (it has the name now)", p.replaced_by);
     }
     for s in &p.streams {
         let name = match s.stream() {
@@ -569,7 +569,7 @@ pub(crate) async fn inspect(client: &Client, proc: &str, out: JsonFlag) -> Outco
         } else {
             String::new()
         };
-        println!("  {name:<8} {} bytes in {} chunks{kept}{lost}", s.end_offset, s.chunks);
+        outln!("  {name:<8} {} bytes in {} chunks{kept}{lost}", s.end_offset, s.chunks);
     }
     Ok(())
 }
@@ -616,13 +616,13 @@ pub(crate) async fn program_query(client: &Client, program: String, out: JsonFla
         } else {
             format!("confirmed x{}", p.confirmed_count)
         };
-        println!(
+        outln!(
             "{}: needs a PTY: {}, {how}{notes}",
             p.program,
             if p.needs_pty { "yes" } else { "no" }
         );
     } else {
-        println!("{}: not in the registry", p.program);
+        outln!("{}: not in the registry", p.program);
     }
     Ok(())
 }
@@ -639,7 +639,7 @@ pub(crate) async fn program_record(
         .program_record(pb::ProgramRecordRequest { program, needs_pty, notes })
         .await?
         .into_inner();
-    println!(
+    outln!(
         "recorded {}: needs a PTY: {} (confirmed x{})",
         p.program,
         if p.needs_pty { "yes" } else { "no" },
@@ -689,7 +689,7 @@ async fn wait_for(client: &Client, id: u64, needle: &str) -> anyhow::Result<()> 
 pub(crate) async fn demo(client: &Client) -> Outcome {
     let mut rpc = client.rpc();
     let info = client.info();
-    println!("portald {} (pid {}) on {}", info.daemon_version, info.pid, info.socket);
+    outln!("portald {} (pid {}) on {}", info.daemon_version, info.pid, info.socket);
     let cwd = std::env::current_dir().map(|p| p.to_string_lossy().into_owned()).unwrap_or_default();
     let start = pb::StartRequest {
         command: "python3".into(),
@@ -700,26 +700,26 @@ pub(crate) async fn demo(client: &Client) -> Outcome {
         ..Default::default()
     };
     let p = rpc.start(start).await.context("starting python3 on a PTY")?.into_inner();
-    println!("started python3 on a PTY: id {} pid {}", p.id, p.pid);
+    outln!("started python3 on a PTY: id {} pid {}", p.id, p.pid);
     let by_id = || crate::proc_ref(&p.id.to_string());
     let result = async {
         wait_for(client, p.id, ">>> ").await?;
-        println!("typing: print(6*7)");
+        outln!("typing: print(6*7)");
         let data = Bytes::from_static(b"print(6*7)\r");
         rpc.write(pb::WriteRequest { proc: by_id(), data, secret: false }).await?;
         wait_for(client, p.id, "42\r\n>>> ").await?;
         let screen =
             rpc.screen(pb::ScreenRequest { proc: by_id(), resize: None }).await?.into_inner();
-        println!("its screen:");
-        println!("  ┌{}┐", "─".repeat(60));
+        outln!("its screen:");
+        outln!("  ┌{}┐", "─".repeat(60));
         for line in &screen.lines {
-            println!("  │{line:<60}│");
+            outln!("  │{line:<60}│");
         }
-        println!("  └{}┘", "─".repeat(60));
+        outln!("  └{}┘", "─".repeat(60));
         let log =
             rpc.read(pb::ReadRequest { proc: by_id(), ..Default::default() }).await?.into_inner();
         let bytes: usize = log.records.iter().map(|r| r.data.len()).sum();
-        println!(
+        outln!(
             "the log holds {bytes} bytes of output (escapes stripped), kept across client restarts"
         );
         anyhow::Ok(())
@@ -727,6 +727,6 @@ pub(crate) async fn demo(client: &Client) -> Outcome {
     .await;
     rpc.kill(pb::KillRequest { proc: by_id() }).await?;
     rpc.cleanup(pb::CleanupRequest { proc: by_id() }).await?;
-    println!("killed and cleaned up process {}", p.id);
+    outln!("killed and cleaned up process {}", p.id);
     Ok(result?)
 }

@@ -171,8 +171,8 @@ pub(crate) async fn register(shim: &Path, mode: Register) {
             McpClient::Codex => "",
         };
         match (mode, portal_client::paths::find_on_path(client.program())) {
-            (Register::Print, _) => println!("to use Portal from {}{scope}: {line}", client.name()),
-            (Register::Perform, None) => println!(
+            (Register::Print, _) => outln!("to use Portal from {}{scope}: {line}", client.name()),
+            (Register::Perform, None) => outln!(
                 "{} ({}) is not on your PATH; to use Portal from it: {line}",
                 client.name(),
                 client.program()
@@ -180,14 +180,14 @@ pub(crate) async fn register(shim: &Path, mode: Register) {
             (Register::Perform, Some(program)) => perform(client, &program, &args, &line).await,
         }
         if let McpClient::Codex = client {
-            println!(
+            outln!(
                 "  `codex exec` refuses every Portal tool that is not read-only until `default_tools_approval_mode = \"approve\"` is under [mcp_servers.{SERVER_NAME}] in {}",
                 codex_config()
             );
         }
     }
     if mode == Register::Print {
-        println!("(`portal-cli install --register` runs these for the clients on your PATH)");
+        outln!("(`portal-cli install --register` runs these for the clients on your PATH)");
     }
 }
 
@@ -196,11 +196,11 @@ async fn perform(client: McpClient, program: &Path, args: &[String], line: &str)
     let shim = args.last().map(String::as_str).unwrap_or_default();
     match client.current_command(program).await {
         Some(current) if current == shim => {
-            println!("{name} already runs {shim} as its MCP server {SERVER_NAME}");
+            outln!("{name} already runs {shim} as its MCP server {SERVER_NAME}");
             return;
         }
         Some(current) => {
-            println!(
+            outln!(
                 "{name} already has an MCP server named {SERVER_NAME} (it runs {current}); to point it at this install: {} && {line}",
                 client.remove_line()
             );
@@ -211,9 +211,9 @@ async fn perform(client: McpClient, program: &Path, args: &[String], line: &str)
     match run(program, args).await {
         Ok(out) if out.status.success() => match client {
             McpClient::ClaudeCode => {
-                println!("registered Portal with {name} for every project: {line}");
+                outln!("registered Portal with {name} for every project: {line}");
             }
-            McpClient::Codex => println!("registered Portal with {name}: {line}"),
+            McpClient::Codex => outln!("registered Portal with {name}: {line}"),
         },
         Ok(out) => {
             let said = format!(
@@ -223,18 +223,18 @@ async fn perform(client: McpClient, program: &Path, args: &[String], line: &str)
             );
             let said = said.trim();
             if said.contains("already exists") {
-                println!(
+                outln!(
                     "{name} already has an MCP server named {SERVER_NAME}; to point it at this install: {} && {line}",
                     client.remove_line()
                 );
             } else {
-                println!("registering Portal with {name} failed ({}): {said}", out.status);
-                println!("  run it yourself: {line}");
+                outln!("registering Portal with {name} failed ({}): {said}", out.status);
+                outln!("  run it yourself: {line}");
             }
         }
         Err(e) => {
-            println!("registering Portal with {name} failed: {e}");
-            println!("  run it yourself: {line}");
+            outln!("registering Portal with {name} failed: {e}");
+            outln!("  run it yourself: {line}");
         }
     }
 }

@@ -202,37 +202,37 @@ pub(crate) fn run(cmd: ServiceCommand) -> anyhow::Result<()> {
             let content = render(kind, &daemon_path()?, &cli_path()?)?;
             if dry_run {
                 eprintln!("# would write {}", path.display());
-                print!("{content}");
+                out!("{content}");
                 return Ok(());
             }
             let existing = std::fs::read_to_string(&path).ok();
             if existing.as_deref() == Some(content.as_str()) {
-                println!("already installed: {}", path.display());
+                outln!("already installed: {}", path.display());
             } else {
                 write_atomic(&path, &content)?;
-                println!(
+                outln!(
                     "{} {}",
                     if existing.is_some() { "updated" } else { "wrote" },
                     path.display()
                 );
             }
-            println!("enable it with: {}", enable_hint(kind, &path));
+            outln!("enable it with: {}", enable_hint(kind, &path));
             Ok(())
         }
         ServiceCommand::Uninstall { dry_run, kind } => {
             let kind = kind.unwrap_or_else(default_kind);
             let path = file_path(kind)?;
             if !path.exists() {
-                println!("not installed: {}", path.display());
+                outln!("not installed: {}", path.display());
                 return Ok(());
             }
-            println!("disable it first with: {}", disable_hint(kind, &path));
+            outln!("disable it first with: {}", disable_hint(kind, &path));
             if dry_run {
-                println!("would remove {}", path.display());
+                outln!("would remove {}", path.display());
             } else {
                 std::fs::remove_file(&path)
                     .with_context(|| format!("removing {}", path.display()))?;
-                println!("removed {}", path.display());
+                outln!("removed {}", path.display());
             }
             Ok(())
         }
@@ -241,11 +241,11 @@ pub(crate) fn run(cmd: ServiceCommand) -> anyhow::Result<()> {
             let path = file_path(kind)?;
             let want = daemon_path().and_then(|d| render(kind, &d, &cli_path()?)).ok();
             match std::fs::read_to_string(&path) {
-                Err(_) => println!("absent: {}", path.display()),
+                Err(_) => outln!("absent: {}", path.display()),
                 Ok(have) if Some(&have) == want.as_ref() => {
-                    println!("installed: {}", path.display());
+                    outln!("installed: {}", path.display());
                 }
-                Ok(_) => println!(
+                Ok(_) => outln!(
                     "outdated: {} (run `portal-cli service install` to update it)",
                     path.display()
                 ),

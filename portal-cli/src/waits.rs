@@ -152,11 +152,11 @@ pub(crate) fn report(r: &pb::WaitResponse, out: JsonFlag, wanted_match: bool) ->
             "elapsed_ms": r.elapsed_ms,
         }));
     } else {
-        print!("{}", r.output);
+        out!("{}", r.output);
         if !r.screen.is_empty() {
-            println!("── screen ──");
+            outln!("── screen ──");
             for line in &r.screen {
-                println!("{line}");
+                outln!("{line}");
             }
         }
         let mut line = format!("[{}", vocab::WaitReason::from(r.reason()).as_str());
@@ -266,12 +266,12 @@ async fn wait_many(client: &Client, a: WaitArgs) -> Outcome {
         }));
     } else {
         for w in &r.results {
-            println!("── {} ──", label(w));
+            outln!("── {} ──", label(w));
             match &w.response {
                 Some(x) => {
-                    print!("{}", x.output);
+                    out!("{}", x.output);
                     if !x.output.is_empty() && !x.output.ends_with('\n') {
-                        println!();
+                        outln!();
                     }
                     let mut line = format!("[{}", vocab::WaitReason::from(x.reason()).as_str());
                     if !x.prompt.is_empty() {
@@ -283,9 +283,9 @@ async fn wait_many(client: &Client, a: WaitArgs) -> Outcome {
                         _ => {}
                     }
                     line.push_str(&format!(" after {}]", fmt::short_duration(x.elapsed_ms)));
-                    println!("{line}");
+                    outln!("{line}");
                 }
-                None => println!("[pending: still waiting when the wait ended]"),
+                None => outln!("[pending: still waiting when the wait ended]"),
             }
         }
         match (mode, ended_by) {

@@ -122,9 +122,13 @@ fn print_states(ws: &Workspace, states: &[MemberState], out: JsonFlag) {
         return;
     }
     let width = states.iter().map(|m| m.name.chars().count()).max().unwrap_or(6).max(6);
-    println!(
+    outln!(
         "{:<width$}  {:>5}  {:<11}  {:<15}  {:<8}  AGENT",
-        "MEMBER", "ID", "STATUS", "INPUT", "RESTARTS"
+        "MEMBER",
+        "ID",
+        "STATUS",
+        "INPUT",
+        "RESTARTS"
     );
     for m in states {
         let (id, status, input, restarts) = match &m.process {
@@ -160,6 +164,6 @@ fn print_states(ws: &Workspace, states: &[MemberState], out: JsonFlag) {
                 format!("{} {state} ({})", a.name, a.reason)
             }
         });
-        println!("{:<width$}  {id:>5}  {status:<11}  {input:<15}  {restarts:<8}  {agent}", m.name);
+        outln!("{:<width$}  {id:>5}  {status:<11}  {input:<15}  {restarts:<8}  {agent}", m.name);
     }
 }

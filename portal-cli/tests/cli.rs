@@ -685,26 +685,33 @@ async fn secret_types_into_the_program_and_not_into_the_log() {
 
 #[tokio::test]
 async fn a_closed_pipe_ends_the_cli_quietly() {
+    use std::os::unix::process::ExitStatusExt as _;
     let d = TestDaemon::start().await;
     let s = d.socket();
     let mut rpc = d.rpc();
     for _ in 0..50 {
         start_pipes(&mut rpc, "sleep", &["60"]).await;
     }
-    // Like `portal-cli ps | head -1`: the reader goes away after one line.
-    let mut child = tokio::process::Command::new(CLI)
-        .args(["ps", "--all"])
-        .env("PORTAL_SOCKET", &s)
-        .env("PORTAL_NO_AUTOSTART", "1")
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    drop(child.stdout.take());
-    let out = bounded("portal-cli ps into a closed pipe", child.wait_with_output()).await.unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(!err.contains("panicked"), "{err}");
-    assert_ne!(out.status.code(), Some(101), "{err}");
+    let shown = start_pty(&mut rpc, "sleep", &["60"], 24, 80).await.id;
+    // Like `portal-cli ps | head -1`: the reader goes away. Each ends as a
+    // pipeline expects, killed by SIGPIPE with nothing said, including
+    // `screen --watch`, which would otherwise watch on forever.
+    let shown = shown.to_string();
+    for args in [&["ps", "--all"][..], &["screen", "--watch", &shown]] {
+        let mut child = tokio::process::Command::new(CLI)
+            .args(args)
+            .env("PORTAL_SOCKET", &s)
+            .env("PORTAL_NO_AUTOSTART", "1")
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        drop(child.stdout.take());
+        let out = bounded("portal-cli into a closed pipe", child.wait_with_output()).await.unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.signal(), Some(13), "{args:?}: {:?} {err}", out.status);
+        assert!(err.is_empty(), "{args:?}: {err}");
+    }
     d.stop().await;
 }
 
