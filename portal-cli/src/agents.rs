@@ -441,6 +441,10 @@ pub(crate) async fn agents(client: &Client, a: AgentsArgs) -> Outcome {
                             "not sent: it shows a dialog a prompt would answer; answer it (portal-cli send-keys, or attach), then send again:\n  {}",
                             x.dialog.replace('\n', "\n  ")
                         ),
+                        (false, _) if x.outcome() == pb::AgentWaitOutcome::NotAnAgent => format!(
+                            "not sent: no coding agent runs in it; type into it with `portal-cli run {} -- TEXT`",
+                            x.id
+                        ),
                         (false, _) => {
                             format!(
                                 "not sent: {} ({})",

@@ -433,11 +433,27 @@ impl From<tonic::Status> for Failure {
 /// What to do about a refusal; `host` is the `--host NAME ` the commands
 /// it names need.
 fn hint(s: &tonic::Status, host: &str) -> String {
-    match s.code() {
+    match portal_proto::detail(s).kind() {
         // The refusal says why and what to do; the old daemon serves on.
-        tonic::Code::FailedPrecondition if s.message().starts_with("upgrade refused") => {
-            "portald keeps serving, every program untouched".into()
+        pb::ErrorKind::UpgradeRefused => {
+            return "portald keeps serving, every program untouched".into();
         }
+        pb::ErrorKind::Ended => {
+            return format!(
+                "the process has ended: `portal-cli {host}read` shows its output, `portal-cli {host}inspect` its exit"
+            );
+        }
+        pb::ErrorKind::InputPilingUp => {
+            return format!(
+                "`portal-cli {host}ps` lists the programs; signal or kill those that do not read"
+            );
+        }
+        pb::ErrorKind::ResultPending => {
+            return format!("`portal-cli {host}wait` on the process once portald is back");
+        }
+        _ => {}
+    }
+    match s.code() {
         tonic::Code::NotFound => {
             let there = if host.is_empty() { "" } else { " there" };
             format!("`portal-cli {host}ps --all` lists the processes that exist{there}")

@@ -182,8 +182,9 @@ pub fn error_chain(err: &(dyn std::error::Error + 'static)) -> String {
 /// `UNAVAILABLE`, or as `UNKNOWN`/`INTERNAL`/`CANCELLED` carrying a transport
 /// message, depending on when it broke.
 ///
-/// A daemon that refuses a call because it is going away says
-/// [`portal_proto::NOTHING_DONE`]: such a call may be repeated as it is.
+/// A daemon that refuses a call because it is going away marks the
+/// status's detail ([`portal_proto::detail`]) `nothing_done`: such a call
+/// may be repeated as it is.
 #[must_use]
 pub fn is_disconnect(status: &tonic::Status) -> bool {
     match status.code() {

@@ -2,6 +2,7 @@
 //! one-line hint saying what to do next. Never a protocol error, never a crash.
 
 use portal_client::error::ClientError;
+use portal_proto::v1::ErrorKind;
 use tonic::Code;
 
 use crate::catalog::ToolId;
@@ -39,15 +40,15 @@ pub(crate) fn error_text(err: &CallError, id: Option<u64>, host: Option<&str>) -
             "Error: {e}\nportald is not reachable and could not be started; see the shim's stderr log."
         ),
         CallError::Status(s) => {
-            let msg = s.message();
-            if s.code() == Code::NotFound
-                && let Some(id) = id.filter(|_| msg.starts_with("no process with id"))
+            let kind = portal_proto::detail(s).kind();
+            if kind == ErrorKind::NoSuchProcess
+                && let Some(id) = id
             {
                 return format!(
                     "Error: Process {id} not found\nCall process_list to see the ids that exist."
                 );
             }
-            format!("Error: {msg}\n{}", hint(s.code(), msg))
+            format!("Error: {}\n{}", s.message(), hint(s.code(), kind))
         }
         CallError::Interrupted(s) => format!(
             "Error: portald restarted while this call was in flight (a live upgrade or a crash; every program runs on): {}\nIt may or may not have taken effect: look with process_read_new (or process_list) before repeating it.",
@@ -76,13 +77,30 @@ pub(crate) fn in_tool_terms(tool: ToolId, text: String) -> String {
     format!("{PREFIX}{argument}: {reason}")
 }
 
-fn hint(code: Code, msg: &str) -> &'static str {
+/// What to do next, in the tools' terms: by the daemon's typed kind where
+/// it says more than the code.
+fn hint(code: Code, kind: ErrorKind) -> &'static str {
+    match (code, kind) {
+        (_, ErrorKind::Ended) => {
+            "The process has ended; read its output (process_read) or start a new one."
+        }
+        (_, ErrorKind::InputPilingUp) => {
+            "process_list shows which programs do not read their input; signal or kill them."
+        }
+        (_, ErrorKind::ResultPending) => {
+            "Call process_wait on the process once portald is back: its result is still to come."
+        }
+        (_, ErrorKind::NotATerminal) => {
+            "It runs on pipes, with no screen: read it with process_read, type with process_write."
+        }
+        _ => by_code(code),
+    }
+}
+
+fn by_code(code: Code) -> &'static str {
     match code {
         Code::NotFound => "Call process_list to see the ids and names that exist.",
         Code::InvalidArgument => "Fix the argument named in the message and call again.",
-        Code::FailedPrecondition if msg.contains("is not running") => {
-            "The process has ended; read its output (process_read) or start a new one."
-        }
         Code::FailedPrecondition => "process_inspect shows its current state.",
         Code::OutOfRange => "Continue from the cursor returned by the last read.",
         Code::AlreadyExists => "Pick another name, or use the existing process (process_list).",
@@ -103,7 +121,15 @@ mod tests {
 
     #[test]
     fn not_found_keeps_the_original_wording() {
-        let err = CallError::Status(tonic::Status::not_found("no process with id 7"));
+        let detail = portal_proto::v1::ErrorDetail {
+            nothing_done: false,
+            kind: ErrorKind::NoSuchProcess.into(),
+        };
+        let err = CallError::Status(portal_proto::status(
+            Code::NotFound,
+            "no process with id 7",
+            &detail,
+        ));
         assert_eq!(
             error_text(&err, Some(7), None),
             "Error: Process 7 not found\nCall process_list to see the ids that exist."
@@ -133,6 +159,34 @@ mod tests {
         }
         let other = "Error: Process 7 not found".to_owned();
         assert_eq!(in_tool_terms(ToolId::ProcessWait, other.clone()), other);
+    }
+
+    #[test]
+    fn the_daemon_s_kind_words_the_hint_in_the_tools_terms() {
+        let with = |code: Code, kind: ErrorKind, msg: &str| {
+            let detail = portal_proto::v1::ErrorDetail { nothing_done: false, kind: kind.into() };
+            CallError::Status(portal_proto::status(code, msg, &detail))
+        };
+        // Found by kind, whatever the message says.
+        let gone = with(Code::NotFound, ErrorKind::NoSuchProcess, "no such thing");
+        assert_eq!(
+            error_text(&gone, Some(7), None),
+            "Error: Process 7 not found\nCall process_list to see the ids that exist."
+        );
+        for (code, kind, tool) in [
+            (Code::FailedPrecondition, ErrorKind::Ended, "process_read"),
+            (Code::ResourceExhausted, ErrorKind::InputPilingUp, "process_list"),
+            (Code::Unavailable, ErrorKind::ResultPending, "process_wait"),
+            (Code::FailedPrecondition, ErrorKind::NotATerminal, "process_write"),
+        ] {
+            let text = error_text(&with(code, kind, "boom"), None, None);
+            assert!(text.starts_with("Error: boom\n") && text.contains(tool), "{kind:?}: {text}");
+        }
+        // Without a detail (a status the transport made), the code decides.
+        let plain = CallError::Status(tonic::Status::failed_precondition("is not running"));
+        assert!(
+            error_text(&plain, None, None).ends_with("process_inspect shows its current state.")
+        );
     }
 
     #[test]

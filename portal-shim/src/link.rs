@@ -141,7 +141,7 @@ impl DaemonLink {
 /// made, or the daemon refused it as it went away), so repeating it cannot
 /// repeat its effect.
 fn never_sent(s: &tonic::Status) -> bool {
-    if s.message().contains(portal_proto::NOTHING_DONE) {
+    if portal_proto::detail(s).nothing_done {
         return true;
     }
     // A daemon shutting down gracefully answers every call it accepted and
@@ -163,4 +163,24 @@ fn never_sent(s: &tonic::Status) -> bool {
     ]
     .iter()
     .any(|k| chain.contains(k))
+}
+
+#[cfg(test)]
+mod tests {
+    use portal_proto::v1::{ErrorDetail, ErrorKind};
+
+    use super::never_sent;
+
+    #[test]
+    fn only_the_daemon_s_typed_verdict_says_nothing_was_done() {
+        let refused = ErrorDetail { nothing_done: true, kind: ErrorKind::GoingAway.into() };
+        let status = |d: &ErrorDetail| portal_proto::status(tonic::Code::Unavailable, "bye", d);
+        assert!(never_sent(&status(&refused)));
+        // A run cut after it typed: its input may have arrived.
+        let typed = ErrorDetail { nothing_done: false, kind: ErrorKind::ResultPending.into() };
+        assert!(!never_sent(&status(&typed)));
+        // Words are not a verdict: a message that says so, without the
+        // detail, may still have been carried out.
+        assert!(!never_sent(&tonic::Status::unavailable("nothing was done: retry")));
+    }
 }

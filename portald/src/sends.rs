@@ -255,7 +255,7 @@ async fn dispatch(
     if outcome != WaitOutcome::Reached {
         let detail = match outcome {
             WaitOutcome::NotAnAgent => {
-                "it is not an agent (nothing in it reported or was recognised as one): type into it with process_run"
+                "it is not an agent (nothing in it reported or was recognised as one): type into it as into any program"
             }
             WaitOutcome::Exited => "the agent exited",
             WaitOutcome::Vanished => "the process was cleaned up",

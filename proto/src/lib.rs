@@ -29,7 +29,23 @@ pub const MAX_MESSAGE_BYTES: usize = 32 << 20;
 /// not make the daemon hold unbounded input; 16 MiB covers any paste.
 pub const MAX_WRITE_BYTES: usize = 16 << 20;
 
-/// What a daemon that is going away (a stop, a live upgrade) says in the
-/// status of a call it refused without doing anything: a client that finds
-/// it in the message may repeat the call as it is.
-pub const NOTHING_DONE: &str = "nothing was done: retry";
+/// A failed call's status whose details carry `detail`: what clients
+/// decide on (retry or not, how to word it), whatever the message says.
+#[must_use]
+pub fn status(
+    code: tonic::Code,
+    message: impl Into<String>,
+    detail: &v1::ErrorDetail,
+) -> tonic::Status {
+    use prost::Message as _;
+    tonic::Status::with_details(code, message, detail.encode_to_vec().into())
+}
+
+/// The detail a failed call's status carries: the default (nothing done
+/// unknown, kind unspecified) when it carries none, as a status made by
+/// the transport rather than the daemon.
+#[must_use]
+pub fn detail(status: &tonic::Status) -> v1::ErrorDetail {
+    use prost::Message as _;
+    v1::ErrorDetail::decode(status.details()).unwrap_or_default()
+}

@@ -16,6 +16,9 @@ use crate::results::{
 /// What an agent wait says of a terminal that holds no agent.
 const NOT_AN_AGENT: &str = "no coding agent runs in it (nothing reported or was recognised as one), so its agent state never changes: wait for the program with process_wait";
 
+/// What agent_send says of a process that is not an agent.
+const NOT_AN_AGENT_SEND: &str = "no coding agent runs in it (nothing reported or was recognised as one): type into it with process_run";
+
 fn agent_state(s: AgentStateArg) -> pb::AgentState {
     s.0
 }
@@ -184,7 +187,11 @@ impl Shim {
                 state: String::new(),
                 sent: Some(x.sent),
                 deduplicated: Some(x.deduplicated),
-                detail: (!x.detail.is_empty()).then(|| x.detail.clone()),
+                detail: if x.outcome() == pb::AgentWaitOutcome::NotAnAgent {
+                    Some(NOT_AN_AGENT_SEND.to_owned())
+                } else {
+                    (!x.detail.is_empty()).then(|| x.detail.clone())
+                },
                 dialog: (!x.dialog.is_empty()).then(|| x.dialog.clone()),
             })
             .collect();

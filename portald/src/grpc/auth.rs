@@ -11,11 +11,17 @@ pub(crate) fn check_peer(req: Request<()>) -> Result<Request<()>, Status> {
     let peer = req.extensions().get::<Peer>().and_then(|p| p.uid);
     match peer {
         Some(uid) if uid == me => Ok(req),
-        Some(uid) => Err(Status::permission_denied(format!(
-            "peer uid {uid} is not the daemon's uid {me}; each user runs their own portald"
-        ))),
-        None => {
-            Err(Status::permission_denied("peer credentials are unavailable; refusing the call"))
-        }
+        Some(uid) => Err(super::status::status(
+            tonic::Code::PermissionDenied,
+            portal_proto::v1::ErrorKind::NotAllowed,
+            format!(
+                "peer uid {uid} is not the daemon's uid {me}; each user runs their own portald"
+            ),
+        )),
+        None => Err(super::status::status(
+            tonic::Code::PermissionDenied,
+            portal_proto::v1::ErrorKind::NotAllowed,
+            "peer credentials are unavailable; refusing the call",
+        )),
     }
 }

@@ -77,13 +77,19 @@ impl Clients {
     ) -> Result<(), Status> {
         let raw = req.get_ref().client.trim();
         if raw.chars().count() > MAX_CLIENT_CHARS {
-            return Err(Status::invalid_argument(format!(
-                "invalid client: give at most {MAX_CLIENT_CHARS} characters"
-            )));
+            return Err(super::status::status(
+                tonic::Code::InvalidArgument,
+                portal_proto::v1::ErrorKind::BadRequest,
+                format!("invalid client: give at most {MAX_CLIENT_CHARS} characters"),
+            ));
         }
         let client = clean(raw);
         if client.is_empty() {
-            return Err(Status::invalid_argument("invalid client: give a name people can read"));
+            return Err(super::status::status(
+                tonic::Code::InvalidArgument,
+                portal_proto::v1::ErrorKind::BadRequest,
+                "invalid client: give a name people can read",
+            ));
         }
         let Some(key) = key_of(req) else { return Ok(()) };
         let mut known = self.known.lock().unwrap_or_else(std::sync::PoisonError::into_inner);

@@ -67,7 +67,11 @@ fn invalid_argument(message: &str) -> Option<Status> {
     } else {
         format!("malformed request: {detail}")
     };
-    Some(Status::invalid_argument(text))
+    Some(super::status::status(
+        tonic::Code::InvalidArgument,
+        portal_proto::v1::ErrorKind::BadRequest,
+        text,
+    ))
 }
 
 #[cfg(test)]

@@ -14,7 +14,13 @@ use crate::daemon::Daemon;
 /// stream that ended for any other reason.
 pub(super) fn end<T: Send>(daemon: Arc<Daemon>) -> impl Stream<Item = Result<T, Status>> + Send {
     let end = futures::stream::once(async move {
-        daemon.is_handing_over().then(|| Err(Status::unavailable(HANDOVER_MESSAGE)))
+        daemon.is_handing_over().then(|| {
+            Err(super::status::status(
+                tonic::Code::Unavailable,
+                portal_proto::v1::ErrorKind::HandedOver,
+                HANDOVER_MESSAGE,
+            ))
+        })
     });
     futures::StreamExt::filter_map(end, |x| async { x })
 }

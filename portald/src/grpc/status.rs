@@ -1,10 +1,14 @@
-//! The one mapping from domain errors to gRPC status codes.
+//! The one mapping from domain errors to gRPC statuses.
 //!
 //! Codes are chosen by what the client should do next: `UNAVAILABLE` = retry
 //! (the daemon is going away), `FAILED_PRECONDITION` = not until the state
-//! changes, `INVALID_ARGUMENT` = change the request. The match has no
-//! wildcard, so a new error variant forces a decision here.
+//! changes, `INVALID_ARGUMENT` = change the request. Every status also
+//! carries a typed [`pb::ErrorDetail`] in its details: the finer kind, and
+//! whether nothing was done (so a client may repeat the call as it was).
+//! Clients decide from those, never from the message's words. The match has
+//! no wildcard, so a new error variant forces a decision here.
 
+use portal_proto::v1::{self as pb, ErrorKind};
 use tonic::{Code, Status};
 
 use super::convert::InvalidRequest;
@@ -13,34 +17,56 @@ use crate::error::DaemonError;
 use crate::proc::ProcError;
 use crate::store::StoreError;
 
-/// The code for each error of the daemon.
-pub(crate) fn code(err: &DaemonError) -> Code {
+/// The code and kind of each error of the daemon.
+pub(crate) fn class(err: &DaemonError) -> (Code, ErrorKind) {
     match err {
-        DaemonError::Proc(e) => proc_code(e),
-        DaemonError::Hooks(HookError::Malformed { .. }) => Code::FailedPrecondition,
-        DaemonError::Hooks(HookError::Io { .. }) | DaemonError::Task { .. } => Code::Internal,
-        DaemonError::BadToken(_) => Code::PermissionDenied,
-        DaemonError::Upgrade(_) => Code::FailedPrecondition,
+        DaemonError::Proc(e) => proc_class(e),
+        DaemonError::Hooks(HookError::Malformed { .. }) => {
+            (Code::FailedPrecondition, ErrorKind::HooksFileMalformed)
+        }
+        DaemonError::Hooks(HookError::Io { .. }) | DaemonError::Task { .. } => {
+            (Code::Internal, ErrorKind::Internal)
+        }
+        DaemonError::BadToken(_) => (Code::PermissionDenied, ErrorKind::BadToken),
+        DaemonError::Upgrade(_) => (Code::FailedPrecondition, ErrorKind::UpgradeRefused),
     }
 }
 
-/// The code for each error of a process's operations.
-fn proc_code(err: &ProcError) -> Code {
+/// The code and kind of each error of a process's operations.
+fn proc_class(err: &ProcError) -> (Code, ErrorKind) {
     match err {
-        ProcError::NotFound(_) | ProcError::NameNotFound(_) => Code::NotFound,
-        ProcError::NameTaken(_) => Code::AlreadyExists,
-        ProcError::Spawn { .. } | ProcError::BadKey(_) => Code::InvalidArgument,
-        ProcError::NotRunning { .. }
-        | ProcError::StillRunning(_)
-        | ProcError::NotPty(_)
-        | ProcError::StdinClosed(_) => Code::FailedPrecondition,
-        ProcError::OffsetPastEnd { .. } => Code::OutOfRange,
-        ProcError::TooMany { .. }
-        | ProcError::InputBacklog { .. }
-        | ProcError::UnreadInputTotal { .. } => Code::ResourceExhausted,
-        ProcError::ShuttingDown | ProcError::Interrupted(_) => Code::Unavailable,
-        ProcError::Gone(_) | ProcError::Io { .. } | ProcError::Store(_) => Code::Internal,
+        ProcError::NotFound(_) | ProcError::NameNotFound(_) => {
+            (Code::NotFound, ErrorKind::NoSuchProcess)
+        }
+        ProcError::NameTaken(_) => (Code::AlreadyExists, ErrorKind::NameTaken),
+        ProcError::Spawn { .. } => (Code::InvalidArgument, ErrorKind::CannotStart),
+        ProcError::BadKey(_) => (Code::InvalidArgument, ErrorKind::BadRequest),
+        ProcError::NotRunning { .. } => (Code::FailedPrecondition, ErrorKind::Ended),
+        ProcError::StillRunning(_) => (Code::FailedPrecondition, ErrorKind::StillRunning),
+        ProcError::NotPty(_) => (Code::FailedPrecondition, ErrorKind::NotATerminal),
+        ProcError::StdinClosed(_) => (Code::FailedPrecondition, ErrorKind::InputClosed),
+        ProcError::OffsetPastEnd { .. } => (Code::OutOfRange, ErrorKind::PastEnd),
+        ProcError::TooMany { .. } => (Code::ResourceExhausted, ErrorKind::Limit),
+        ProcError::InputBacklog { .. } => (Code::ResourceExhausted, ErrorKind::InputNotRead),
+        ProcError::UnreadInputTotal { .. } => (Code::ResourceExhausted, ErrorKind::InputPilingUp),
+        ProcError::ShuttingDown => (Code::Unavailable, ErrorKind::GoingAway),
+        ProcError::Interrupted(_) => (Code::Unavailable, ErrorKind::ResultPending),
+        ProcError::Gone(_) | ProcError::Io { .. } | ProcError::Store(_) => {
+            (Code::Internal, ErrorKind::Internal)
+        }
     }
+}
+
+/// Whether the daemon carried out nothing of a call that failed with `err`
+/// (it refused it as it went away): the client may repeat the call as it was.
+const fn nothing_done(err: &DaemonError) -> bool {
+    matches!(err, DaemonError::Proc(ProcError::ShuttingDown))
+}
+
+/// A status of `code` and `kind` saying `message`, with its typed detail.
+pub(crate) fn status(code: Code, kind: ErrorKind, message: impl Into<String>) -> Status {
+    let detail = pb::ErrorDetail { nothing_done: false, kind: kind.into() };
+    portal_proto::status(code, message, &detail)
 }
 
 impl From<ProcError> for Status {
@@ -51,19 +77,20 @@ impl From<ProcError> for Status {
 
 impl From<DaemonError> for Status {
     fn from(err: DaemonError) -> Self {
-        let code = code(&err);
+        let (code, kind) = class(&err);
         let mut msg = portal_client::error::error_chain(&err);
         if code == Code::Internal {
             tracing::error!(error = %msg, "internal error");
             msg.push_str(" (see the portald log)");
         }
-        Self::new(code, msg)
+        let detail = pb::ErrorDetail { nothing_done: nothing_done(&err), kind: kind.into() };
+        portal_proto::status(code, msg, &detail)
     }
 }
 
 impl From<InvalidRequest> for Status {
     fn from(err: InvalidRequest) -> Self {
-        Self::invalid_argument(err.to_string())
+        status(Code::InvalidArgument, ErrorKind::BadRequest, err.to_string())
     }
 }
 
@@ -146,9 +173,15 @@ mod tests {
         let cases = procs.into_iter().map(|(e, c)| (DaemonError::from(e), c)).chain(daemon);
         for (err, want) in cases {
             let msg = err.to_string();
+            let going_away = matches!(err, DaemonError::Proc(ProcError::ShuttingDown));
             let status = Status::from(err);
             assert_eq!(status.code(), want, "{msg}");
             assert!(status.message().starts_with(&msg), "{}", status.message());
+            // The typed detail travels with every status: a kind, and
+            // "nothing done" exactly when the daemon refused as it went away.
+            let detail = portal_proto::detail(&status);
+            assert_ne!(detail.kind(), ErrorKind::Unspecified, "{msg}");
+            assert_eq!(detail.nothing_done, going_away, "{msg}");
         }
     }
 

@@ -239,7 +239,7 @@ pub(crate) enum ProcError {
     /// Input waiting for programs that do not read it, across every process,
     /// is at the daemon's limit.
     #[error(
-        "input is piling up: {pending} bytes written to programs are not read yet across all processes (limit {limit}); process {id} was not written to. Find the programs that do not read (process_list) and signal or kill them"
+        "input is piling up: {pending} bytes written to programs are not read yet across all processes (limit {limit}); process {id} was not written to. Find the programs that do not read and signal or kill them"
     )]
     UnreadInputTotal {
         /// The process the write was for.
@@ -267,12 +267,12 @@ pub(crate) enum ProcError {
     },
     /// The daemon is shutting down or handing over (a live upgrade); the
     /// request was not carried out.
-    #[error("portald is shutting down or being upgraded; {}", portal_proto::NOTHING_DONE)]
+    #[error("portald is shutting down or being upgraded; nothing was done: try again")]
     ShuttingDown,
     /// The daemon went away after a run had typed its input, before the
     /// wait for its result ended.
     #[error(
-        "portald is being upgraded or shut down; the input of process {0} was sent and its result is still to come: wait again (process_wait) after it is back"
+        "portald is being upgraded or shut down; the input of process {0} was sent and its result is still to come: wait for the process again once portald is back"
     )]
     Interrupted(ProcId),
     /// The actor of the process is gone (a bug; see the daemon log).

@@ -11,6 +11,10 @@ async fn unknown_ids_and_names_are_not_found() {
     let mut rpc = d.rpc();
     let err = rpc.inspect(pb::InspectRequest { proc: by_id(999) }).await.unwrap_err();
     assert_eq!((err.code(), err.message()), (Code::NotFound, "no process with id 999"));
+    // The typed detail crosses the wire with the status: clients branch on
+    // it, not on the words.
+    let detail = portal_proto::detail(&err);
+    assert_eq!((detail.kind(), detail.nothing_done), (pb::ErrorKind::NoSuchProcess, false));
     let name = Some(pb::ProcRef { target: Some(pb::proc_ref::Target::Name("nope".into())) });
     let err = rpc
         .write(pb::WriteRequest { proc: name, data: "x".into(), secret: false })
@@ -20,6 +24,7 @@ async fn unknown_ids_and_names_are_not_found() {
     let err = rpc.inspect(pb::InspectRequest { proc: None }).await.unwrap_err();
     assert_eq!(err.code(), Code::InvalidArgument);
     assert!(err.message().contains("proc"), "{}", err.message());
+    assert_eq!(portal_proto::detail(&err).kind(), pb::ErrorKind::BadRequest);
     d.stop().await;
 }
 
@@ -146,6 +151,7 @@ async fn unread_input_is_bounded_across_all_processes() {
     let err = refused.expect("the total bound was never hit");
     assert_eq!(err.code(), Code::ResourceExhausted);
     assert!(err.message().contains("across all processes"), "{}", err.message());
+    assert_eq!(portal_proto::detail(&err).kind(), pb::ErrorKind::InputPilingUp);
     assert!(sleepers.len() >= 4, "refused too early: {}", err.message());
     // Killing a program that never read gives its backlog back.
     rpc.kill(pb::KillRequest { proc: by_id(sleepers[0]) }).await.unwrap();
