@@ -112,11 +112,20 @@ mod tests {
             (ProcError::NotFound(3), Code::NotFound),
             (ProcError::NameNotFound("a".into()), Code::NotFound),
             (ProcError::NameTaken("a".into()), Code::AlreadyExists),
-            (ProcError::NotRunning { id: ProcId(1), status: "exited" }, Code::FailedPrecondition),
+            (
+                ProcError::NotRunning { id: ProcId(1), status: crate::proc::ProcStatus::Lost },
+                Code::FailedPrecondition,
+            ),
             (ProcError::StillRunning(ProcId(1)), Code::FailedPrecondition),
             (ProcError::NotPty(ProcId(1)), Code::FailedPrecondition),
             (ProcError::StdinClosed(ProcId(1)), Code::FailedPrecondition),
-            (ProcError::Spawn { program: "x".into(), reason: "y".into() }, Code::InvalidArgument),
+            (
+                ProcError::Spawn {
+                    program: "x".into(),
+                    reason: crate::proc::SpawnFailure::Holder("y".into()),
+                },
+                Code::InvalidArgument,
+            ),
             (ProcError::TooMany { limit: 1 }, Code::ResourceExhausted),
             (
                 ProcError::InputBacklog { id: ProcId(1), pending: 1, limit: 1 },
@@ -227,6 +236,20 @@ mod tests {
     #[test]
     fn messages_name_the_thing() {
         assert_eq!(Status::from(ProcError::NotFound(12)).message(), "no process with id 12");
+        // A program that exited a moment ago is not called what it is not.
+        let just =
+            ProcError::NotRunning { id: ProcId(4), status: crate::proc::ProcStatus::Running };
+        assert_eq!(
+            Status::from(just).message(),
+            "process 4 is not running (its program has just exited)"
+        );
+        let missing =
+            crate::proc::SpawnFailure::from(std::io::Error::from(std::io::ErrorKind::NotFound));
+        let spawn = ProcError::Spawn { program: "./x".into(), reason: missing };
+        assert!(
+            matches!(&spawn, ProcError::Spawn { reason: crate::proc::SpawnFailure::Io(e), .. } if e.kind() == std::io::ErrorKind::NotFound)
+        );
+        assert!(Status::from(spawn).message().starts_with("cannot execute \"./x\": "));
         let s = Status::from(InvalidRequest { field: "cwd".into(), reason: "is relative".into() });
         assert_eq!((s.code(), s.message()), (Code::InvalidArgument, "invalid cwd: is relative"));
     }

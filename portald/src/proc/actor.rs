@@ -645,11 +645,7 @@ impl ProcActor {
     }
 
     fn not_running(&self) -> ProcError {
-        let status = match self.status() {
-            ProcStatus::Running => "exited",
-            other @ (ProcStatus::Ended { .. } | ProcStatus::Lost) => other.as_str(),
-        };
-        ProcError::NotRunning { id: self.id(), status }
+        ProcError::NotRunning { id: self.id(), status: self.status() }
     }
 
     async fn on_request(&mut self, req: ProcRequest) {

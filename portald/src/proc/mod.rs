@@ -194,11 +194,12 @@ pub(crate) enum ProcError {
     #[error("the name {0:?} is already used by another process; pick another or clean that one up")]
     NameTaken(String),
     /// The request needs a running process.
-    #[error("process {id} is not running (status={status})")]
+    #[error("process {id} is not running ({})", ended_text(*status))]
     NotRunning {
         id: ProcId,
-        /// Its status name.
-        status: &'static str,
+        /// Its status when asked (still `Running` in the moment between its
+        /// program's exit and the end being recorded).
+        status: ProcStatus,
     },
     /// Cleanup of a process that still runs.
     #[error("process {0} is still running; kill it before cleanup")]
@@ -216,8 +217,8 @@ pub(crate) enum ProcError {
     Spawn {
         /// The program as named.
         program: String,
-        /// The OS's reason, or the lookup's (`not found on PATH`).
-        reason: String,
+        /// Why not.
+        reason: SpawnFailure,
     },
     /// Too many managed processes.
     #[error("process limit reached ({limit}); clean up finished processes with Cleanup")]
@@ -293,6 +294,37 @@ pub(crate) enum ProcError {
     /// The store failed.
     #[error(transparent)]
     Store(#[from] StoreError),
+}
+
+/// How [`ProcError::NotRunning`] names the state of a process that does
+/// not run.
+fn ended_text(status: ProcStatus) -> String {
+    match status {
+        // Its program exited; the end is being recorded.
+        ProcStatus::Running => "its program has just exited".to_owned(),
+        ProcStatus::Ended { .. } | ProcStatus::Lost => format!("status={}", status.as_str()),
+    }
+}
+
+/// Why a program could not be started.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum SpawnFailure {
+    /// The program's file could not be looked at.
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+    /// The path names a directory.
+    #[error("it is a directory")]
+    Directory,
+    /// The file may not be executed.
+    #[error("permission denied (not executable)")]
+    NotExecutable,
+    /// No directory of the child's `PATH` (given) holds it.
+    #[error("not found on PATH ({0})")]
+    NotOnPath(String),
+    /// What portal-holder, which starts programs, said (its errno's text:
+    /// it crossed the holder's socket).
+    #[error("{0}")]
+    Holder(String),
 }
 
 /// What subscribers receive, in order.
@@ -669,11 +701,7 @@ impl ProcHandle {
     }
 
     fn not_running(&self) -> ProcError {
-        let status = match self.status() {
-            ProcStatus::Running => "exited",
-            other @ (ProcStatus::Ended { .. } | ProcStatus::Lost) => other.as_str(),
-        };
-        ProcError::NotRunning { id: self.id(), status }
+        ProcError::NotRunning { id: self.id(), status: self.status() }
     }
 
     async fn ask<T>(

@@ -36,7 +36,7 @@ use tokio::sync::{mpsc, oneshot};
 use super::holding::Holding;
 use super::journal::{self, Journal, Snapshot, Undelivered};
 use super::probe::InputTarget;
-use super::{EnvFrom, ProcError, ProcId, ProcSpec, Stdio, StreamId, TermSize};
+use super::{EnvFrom, ProcError, ProcId, ProcSpec, SpawnFailure, Stdio, StreamId, TermSize};
 use crate::config::{OUTPUT_QUEUE_CHUNKS, READ_CHUNK_BYTES};
 use crate::screen::Replier;
 use crate::sys::{self, ExitInfo};
@@ -259,14 +259,14 @@ pub(crate) fn resolve_program(
     path_var: Option<&str>,
 ) -> Result<PathBuf, ProcError> {
     use std::os::unix::fs::PermissionsExt;
-    let fail = |reason: String| ProcError::Spawn { program: command.to_owned(), reason };
-    let check = |p: &Path| -> Result<(), String> {
-        let meta = std::fs::metadata(p).map_err(|e| e.to_string())?;
+    let fail = |reason: SpawnFailure| ProcError::Spawn { program: command.to_owned(), reason };
+    let check = |p: &Path| -> Result<(), SpawnFailure> {
+        let meta = std::fs::metadata(p)?;
         if meta.is_dir() {
-            return Err("it is a directory".into());
+            return Err(SpawnFailure::Directory);
         }
         if meta.permissions().mode() & 0o111 == 0 {
-            return Err("permission denied (not executable)".into());
+            return Err(SpawnFailure::NotExecutable);
         }
         Ok(())
     };
@@ -282,7 +282,7 @@ pub(crate) fn resolve_program(
             return Ok(candidate);
         }
     }
-    Err(fail(format!("not found on PATH ({path_var})")))
+    Err(fail(SpawnFailure::NotOnPath(path_var.to_owned())))
 }
 
 /// What a bash on a PTY runs before each prompt: report the last command's
@@ -380,7 +380,10 @@ pub(crate) fn spawn(
     let asked = std::time::Instant::now();
     let (pid, fds) = holding
         .spawn(request, &journal.as_ref().map(|j| j.fds()).unwrap_or_default())
-        .map_err(|reason| ProcError::Spawn { program: spec.command.clone(), reason })?;
+        .map_err(|reason| ProcError::Spawn {
+            program: spec.command.clone(),
+            reason: SpawnFailure::Holder(reason),
+        })?;
     tracing::debug!(proc = %id, holder_ms = asked.elapsed().as_secs_f64() * 1e3, "portal-holder started the program");
     let lineage = lineage_of(env, holding);
     let started = match spec.stdio {
