@@ -218,15 +218,16 @@ fn agent_json(a: &pb::Agent) -> serde_json::Value {
 /// What Codex's trust in Portal's hooks means for the person, after the
 /// status: it runs a hook only once it was approved in its `/hooks` view.
 fn trust_words(trust: &str) -> &'static str {
-    match trust {
-        "trusted" => ", trusted by Codex",
-        "partly_trusted" => {
+    match vocab::HookTrust::parse(trust) {
+        Some(vocab::HookTrust::Trusted) => ", trusted by Codex",
+        Some(vocab::HookTrust::PartlyTrusted) => {
             ", only partly trusted by Codex: run codex and approve the rest in its /hooks view"
         }
-        "untrusted" => {
+        Some(vocab::HookTrust::Untrusted) => {
             ", not yet trusted by Codex: run codex once and approve them in its /hooks view"
         }
-        _ => "",
+        // Not a Codex report (empty), or a name this CLI does not know.
+        None => "",
     }
 }
 

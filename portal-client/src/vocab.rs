@@ -145,20 +145,30 @@ vocabulary! {
     }
 }
 
+// AgentState and AgentSource also accept the names earlier daemons wrote
+// into the metadata they hand to their successor at a live upgrade (the
+// variants' names), so an upgrade from one keeps every agent's state.
+
 vocabulary! {
     /// A coding agent's state.
     AgentState {
         /// Working on a turn.
+        #[serde(alias = "Running")]
         Running = "running",
         /// Paused for a person or an orchestrator.
+        #[serde(alias = "AwaitingInput")]
         AwaitingInput = "awaiting_input",
         /// Finished its turn.
+        #[serde(alias = "Done")]
         Done = "done",
         /// Alive with no task.
+        #[serde(alias = "Idle")]
         Idle = "idle",
         /// The agent process is gone.
+        #[serde(alias = "Exited")]
         Exited = "exited",
         /// No usable signal yet.
+        #[serde(alias = "Unknown")]
         Unknown = "unknown",
     }
 }
@@ -167,12 +177,16 @@ vocabulary! {
     /// Where an agent's state came from.
     AgentSource {
         /// A hook report over the socket.
+        #[serde(alias = "Hook")]
         Hook = "hook",
         /// A report in the terminal's output (OSC 3008, OSC 7501).
+        #[serde(alias = "Osc")]
         Osc = "osc",
         /// A guess from bells and notifications.
+        #[serde(alias = "Heuristic")]
         Heuristic = "heuristic",
         /// Exact process facts.
+        #[serde(alias = "Lifecycle")]
         Lifecycle = "lifecycle",
     }
 }
@@ -376,5 +390,18 @@ mod tests {
         for r in WaitReason::ALL {
             assert!(text.contains(&format!("\"{}\"", r.as_str())), "{text}");
         }
+    }
+
+    #[test]
+    fn agent_states_written_by_earlier_daemons_at_an_upgrade_still_read() {
+        // Earlier daemons handed their successor the variants' names.
+        let old: AgentState = serde_json::from_str("\"AwaitingInput\"").unwrap();
+        assert_eq!(old, AgentState::AwaitingInput);
+        let old: AgentSource = serde_json::from_str("\"Hook\"").unwrap();
+        assert_eq!(old, AgentSource::Hook);
+        // What is written is the one name.
+        assert_eq!(serde_json::to_string(&old).unwrap(), "\"hook\"");
+        // The text parse (requests, the log) stays strict.
+        assert_eq!(AgentState::parse("AwaitingInput"), None);
     }
 }

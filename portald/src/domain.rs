@@ -83,106 +83,10 @@ impl Chunk {
     }
 }
 
-/// What an agent is doing.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
-pub(crate) enum AgentState {
-    /// Working on a turn.
-    Running,
-    /// Needs a person or orchestrator.
-    AwaitingInput,
-    /// Finished its turn.
-    Done,
-    /// Alive with no task.
-    Idle,
-    /// Its program (or the foreground job it ran as) ended.
-    Exited,
-    /// No usable signal yet.
-    Unknown,
-}
-
-impl AgentState {
-    /// Every state, in attention order (most urgent first).
-    pub(crate) const ATTENTION: [Self; 6] =
-        [Self::AwaitingInput, Self::Done, Self::Running, Self::Idle, Self::Unknown, Self::Exited];
-
-    /// States in which a send is allowed by default.
-    pub(crate) const READY: [Self; 3] = [Self::AwaitingInput, Self::Done, Self::Idle];
-
-    /// Higher is more urgent.
-    pub(crate) fn attention(self) -> usize {
-        Self::ATTENTION.len()
-            - Self::ATTENTION.iter().position(|s| *s == self).unwrap_or(Self::ATTENTION.len())
-    }
-
-    /// snake_case name.
-    pub(crate) const fn as_str(self) -> &'static str {
-        match self {
-            Self::Running => "running",
-            Self::AwaitingInput => "awaiting_input",
-            Self::Done => "done",
-            Self::Idle => "idle",
-            Self::Exited => "exited",
-            Self::Unknown => "unknown",
-        }
-    }
-
-    /// Strict parse of a snake_case name.
-    pub(crate) fn parse(s: &str) -> Option<Self> {
-        Some(match s {
-            "running" => Self::Running,
-            "awaiting_input" => Self::AwaitingInput,
-            "done" => Self::Done,
-            "idle" => Self::Idle,
-            "exited" => Self::Exited,
-            "unknown" => Self::Unknown,
-            _ => return None,
-        })
-    }
-
-    /// Short label for summaries.
-    pub(crate) const fn label(self) -> &'static str {
-        match self {
-            Self::AwaitingInput => "wait",
-            Self::Done => "done",
-            Self::Running => "run",
-            Self::Idle => "idle",
-            Self::Unknown => "?",
-            Self::Exited => "exit",
-        }
-    }
-}
-
-/// Where a state came from.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub(crate) enum Source {
-    /// A hook report over the socket.
-    Hook,
-    /// An OSC 3008 record in the output.
-    Osc,
-    /// A guess from bells and notifications.
-    Heuristic,
-    /// Exact process facts.
-    Lifecycle,
-}
-
-impl Source {
-    /// The wire and log name (`hook`, `osc`, `heuristic`, `lifecycle`).
-    pub(crate) const fn as_str(self) -> &'static str {
-        match self {
-            Self::Hook => "hook",
-            Self::Osc => "osc",
-            Self::Heuristic => "heuristic",
-            Self::Lifecycle => "lifecycle",
-        }
-    }
-
-    /// Strict parse of a name.
-    pub(crate) fn parse(s: &str) -> Option<Self> {
-        [Self::Hook, Self::Osc, Self::Heuristic, Self::Lifecycle]
-            .into_iter()
-            .find(|x| x.as_str() == s)
-    }
-}
+use portal_client::vocab::Status;
+/// What an agent is doing, and where that came from: the one vocabulary
+/// the daemon, the shim and the CLI share.
+pub(crate) use portal_client::vocab::{AgentSource as Source, AgentState};
 
 /// A terminal's resize, as the log keeps it (for recordings).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -233,19 +137,6 @@ pub(crate) enum EndReason {
     HolderLost,
 }
 
-impl EndReason {
-    /// Stored name.
-    pub(crate) const fn as_str(self) -> &'static str {
-        match self {
-            Self::Exited => "exited",
-            Self::Killed => "killed",
-            Self::TimedOut => "timed_out",
-            Self::Stopped => "stopped",
-            Self::HolderLost => "holder_lost",
-        }
-    }
-}
-
 /// A process's status as the process table stores it: by name, so the
 /// database reads back without the daemon's live state.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -259,26 +150,36 @@ pub(crate) enum RowStatus {
 }
 
 impl RowStatus {
+    /// The status in the vocabulary the daemon, the shim and the CLI share.
+    pub(crate) const fn name(self) -> Status {
+        match self {
+            Self::Running => Status::Running,
+            Self::Ended(EndReason::Exited) => Status::Exited,
+            Self::Ended(EndReason::Killed) => Status::Killed,
+            Self::Ended(EndReason::TimedOut) => Status::TimedOut,
+            Self::Ended(EndReason::Stopped) => Status::Stopped,
+            Self::Ended(EndReason::HolderLost) => Status::HolderLost,
+            Self::Lost => Status::Lost,
+        }
+    }
+
     /// Stored name.
     pub(crate) const fn as_str(self) -> &'static str {
-        match self {
-            Self::Running => "running",
-            Self::Ended(reason) => reason.as_str(),
-            Self::Lost => "lost",
-        }
+        self.name().as_str()
     }
 
     /// Strict parse of a stored name.
     pub(crate) fn parse(s: &str) -> Option<Self> {
-        Some(match s {
-            "running" => Self::Running,
-            "exited" => Self::Ended(EndReason::Exited),
-            "killed" => Self::Ended(EndReason::Killed),
-            "timed_out" => Self::Ended(EndReason::TimedOut),
-            "stopped" => Self::Ended(EndReason::Stopped),
-            "holder_lost" => Self::Ended(EndReason::HolderLost),
-            "lost" => Self::Lost,
-            _ => return None,
+        Some(match Status::parse(s)? {
+            Status::Running => Self::Running,
+            Status::Exited => Self::Ended(EndReason::Exited),
+            Status::Killed => Self::Ended(EndReason::Killed),
+            Status::TimedOut => Self::Ended(EndReason::TimedOut),
+            Status::Stopped => Self::Ended(EndReason::Stopped),
+            Status::HolderLost => Self::Ended(EndReason::HolderLost),
+            Status::Lost => Self::Lost,
+            // Never stored: only a client says it, of an older daemon.
+            Status::Unknown => return None,
         })
     }
 }

@@ -106,11 +106,11 @@ proptest! {
     #[test]
     fn agent_signals_parse_any_body_and_round_trip_portal_records(
         body in proptest::collection::vec(any::<u8>(), 0..200),
-        state in prop::sample::select(vec!["running", "awaiting_input", "done", "idle", "exited"]),
+        state in prop::sample::select(portal_client::vocab::AgentState::ALL.to_vec()),
         name in "[^\\x00]{0,30}",
     ) {
         let _ = signals::from_osc(&body);
-        let osc = portal_client::osc3008::encode(state, &[("name", &name)]);
+        let osc = portal_client::osc3008::encode(state.as_str(), &[("name", &name)]);
         // The body sits between "ESC ]" and the "ESC \" terminator.
         let inner = &osc.as_bytes()[2..osc.len() - 2];
         let report = signals::from_osc(inner);

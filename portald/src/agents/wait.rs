@@ -8,25 +8,11 @@ use crate::agents::book::Agents;
 use crate::agents::reducer::AgentRecord;
 use crate::domain::{AgentState, ProcId};
 
-/// Waiting for agents: how one agent's wait ended.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum WaitOutcome {
-    /// In a target state.
-    Reached,
-    /// Not when the call returned.
-    Timeout,
-    /// Exited while another state was awaited.
-    Exited,
-    /// Cleaned up.
-    Vanished,
-    /// The daemon is shutting down.
-    Stopped,
-    /// Nothing in the terminal ever reported or was recognised as a coding
-    /// agent, and it has had its chance ([`NOT_AN_AGENT_GRACE`], or its
-    /// program waits for input): a wait for an agent state would only time
-    /// out.
-    NotAnAgent,
-}
+/// How one agent's wait ended (the shared vocabulary): `NotAnAgent` once
+/// nothing in the terminal reported or was recognised as a coding agent and
+/// it has had its chance ([`NOT_AN_AGENT_GRACE`], or its program waits for
+/// input), since a wait for an agent state would only time out.
+pub(crate) use portal_client::vocab::AgentWaitOutcome as WaitOutcome;
 
 /// How long a terminal nothing has recognised as an agent may still turn
 /// out to be one before an agent wait says it is not: four sweeps of the

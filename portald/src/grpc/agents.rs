@@ -23,17 +23,14 @@ fn invalid(field: &str, reason: String) -> InvalidRequest {
     InvalidRequest { field: field.to_owned(), reason }
 }
 
-/// Wire state → domain (strict).
+/// Wire state → domain (strict: an unset or unknown value is refused).
 pub(crate) fn state(field: &str, v: i32) -> Result<AgentState, InvalidRequest> {
-    Ok(match pb::AgentState::try_from(v) {
-        Ok(pb::AgentState::Running) => AgentState::Running,
-        Ok(pb::AgentState::AwaitingInput) => AgentState::AwaitingInput,
-        Ok(pb::AgentState::Done) => AgentState::Done,
-        Ok(pb::AgentState::Idle) => AgentState::Idle,
-        Ok(pb::AgentState::Exited) => AgentState::Exited,
-        Ok(pb::AgentState::Unknown) => AgentState::Unknown,
-        _ => return Err(invalid(field, format!("{v} is not an agent state"))),
-    })
+    match pb::AgentState::try_from(v) {
+        Ok(pb::AgentState::Unspecified) | Err(_) => {
+            Err(invalid(field, format!("{v} is not an agent state")))
+        }
+        Ok(w) => Ok(AgentState::from(w)),
+    }
 }
 
 fn states(
@@ -45,26 +42,6 @@ fn states(
         return Ok(default.to_vec());
     }
     list.iter().map(|v| state(field, *v)).collect()
-}
-
-fn state_pb(s: AgentState) -> pb::AgentState {
-    match s {
-        AgentState::Running => pb::AgentState::Running,
-        AgentState::AwaitingInput => pb::AgentState::AwaitingInput,
-        AgentState::Done => pb::AgentState::Done,
-        AgentState::Idle => pb::AgentState::Idle,
-        AgentState::Exited => pb::AgentState::Exited,
-        AgentState::Unknown => pb::AgentState::Unknown,
-    }
-}
-
-fn source_pb(s: Source) -> pb::AgentSource {
-    match s {
-        Source::Hook => pb::AgentSource::Hook,
-        Source::Osc => pb::AgentSource::Osc,
-        Source::Heuristic => pb::AgentSource::Heuristic,
-        Source::Lifecycle => pb::AgentSource::Lifecycle,
-    }
 }
 
 fn agent_pb(d: &Daemon, r: AgentRecord) -> pb::Agent {
@@ -80,8 +57,8 @@ fn agent_pb(d: &Daemon, r: AgentRecord) -> pb::Agent {
         id: r.id.0,
         name: r.name.unwrap_or_default(),
         kind: r.kind.unwrap_or_default(),
-        state: state_pb(r.state).into(),
-        source: source_pb(r.source).into(),
+        state: pb::AgentState::from(r.state).into(),
+        source: pb::AgentSource::from(r.source).into(),
         exact: r.exact,
         reason: r.reason.unwrap_or_default(),
         since_ns: r.since_ns,
@@ -100,23 +77,12 @@ fn transition_pb(t: Transition) -> pb::AgentTransition {
     pb::AgentTransition {
         seq: t.seq,
         id: t.id.0,
-        before: state_pb(t.before).into(),
-        after: state_pb(t.after).into(),
-        source: source_pb(t.source).into(),
+        before: pb::AgentState::from(t.before).into(),
+        after: pb::AgentState::from(t.after).into(),
+        source: pb::AgentSource::from(t.source).into(),
         name: t.name.unwrap_or_default(),
         reason: t.reason.unwrap_or_default(),
         at_ns: t.at_ns,
-    }
-}
-
-fn outcome_pb(o: WaitOutcome) -> pb::AgentWaitOutcome {
-    match o {
-        WaitOutcome::Reached => pb::AgentWaitOutcome::Reached,
-        WaitOutcome::Timeout => pb::AgentWaitOutcome::Timeout,
-        WaitOutcome::Exited => pb::AgentWaitOutcome::Exited,
-        WaitOutcome::Vanished => pb::AgentWaitOutcome::Vanished,
-        WaitOutcome::Stopped => pb::AgentWaitOutcome::Stopped,
-        WaitOutcome::NotAnAgent => pb::AgentWaitOutcome::NotAnAgent,
     }
 }
 
@@ -231,7 +197,7 @@ pub(crate) async fn wait(
         .zip(outcomes)
         .map(|(id, o)| pb::AgentWaitResult {
             id: id.0,
-            outcome: outcome_pb(o).into(),
+            outcome: pb::AgentWaitOutcome::from(o).into(),
             agent: d.agents().get(*id).map(|r| agent_pb(d, r)),
         })
         .collect();
@@ -288,7 +254,7 @@ pub(crate) async fn send(
                 id: id.0,
                 sent: r.sent,
                 deduplicated: r.deduplicated,
-                outcome: outcome_pb(r.outcome).into(),
+                outcome: pb::AgentWaitOutcome::from(r.outcome).into(),
                 detail: r.detail.unwrap_or_default(),
                 dialog: r.dialog.unwrap_or_default(),
             })
@@ -374,7 +340,10 @@ pub(crate) fn hooks(req: &pb::AgentHooksRequest) -> Result<pb::AgentHooksRespons
         let r = hooks::run(*agent, HookAction::Status, true, &home, &emitter)
             .map_err(DaemonError::from)?;
         // With `all`, agents that are not on this machine are only reported.
-        let r = if all && r.status == "not_detected" && action != HookAction::Status {
+        let r = if all
+            && r.status == portal_client::vocab::HookStatus::NotDetected
+            && action != HookAction::Status
+        {
             r
         } else {
             hooks::run(*agent, action, req.dry_run, &home, &emitter).map_err(DaemonError::from)?
@@ -382,11 +351,11 @@ pub(crate) fn hooks(req: &pb::AgentHooksRequest) -> Result<pb::AgentHooksRespons
         reports.push(pb::HookReport {
             agent: r.agent.into(),
             path: r.path.to_string_lossy().into_owned(),
-            status: r.status.into(),
+            status: r.status.as_str().into(),
             change: r.change,
             note: r.note,
             preview: r.preview,
-            trust: r.trust.into(),
+            trust: r.trust.map_or("", portal_client::vocab::HookTrust::as_str).into(),
         });
     }
     Ok(pb::AgentHooksResponse { reports })

@@ -11,6 +11,8 @@
 
 use std::path::Path;
 
+use portal_client::vocab::AgentState;
+
 use super::file::{Edit, Handler, HookAction, HookFile, command, is_portal_command};
 use super::json;
 
@@ -19,15 +21,15 @@ use super::json;
 /// permission dialog is shown, `PostToolUse` once a tool ran, so an
 /// approved tool is `running` again; the `Notification` matchers cover
 /// versions without `PermissionRequest` and Claude's idle reminder).
-pub(super) const EVENTS: &[(&str, Option<&str>, &str, Option<&str>)] = &[
-    ("SessionStart", None, "idle", None),
-    ("UserPromptSubmit", None, "running", None),
-    ("PermissionRequest", None, "awaiting_input", Some("permission")),
-    ("PostToolUse", None, "running", None),
-    ("Notification", Some("permission_prompt"), "awaiting_input", Some("permission")),
-    ("Notification", Some("idle_prompt"), "awaiting_input", Some("idle_reminder")),
-    ("Stop", None, "done", None),
-    ("SessionEnd", None, "exited", None),
+pub(super) const EVENTS: &[(&str, Option<&str>, AgentState, Option<&str>)] = &[
+    ("SessionStart", None, AgentState::Idle, None),
+    ("UserPromptSubmit", None, AgentState::Running, None),
+    ("PermissionRequest", None, AgentState::AwaitingInput, Some("permission")),
+    ("PostToolUse", None, AgentState::Running, None),
+    ("Notification", Some("permission_prompt"), AgentState::AwaitingInput, Some("permission")),
+    ("Notification", Some("idle_prompt"), AgentState::AwaitingInput, Some("idle_reminder")),
+    ("Stop", None, AgentState::Done, None),
+    ("SessionEnd", None, AgentState::Exited, None),
 ];
 
 /// Claude Code's settings file.
@@ -45,7 +47,7 @@ impl HookFile for Claude {
             .map(|(event, matcher, state, reason)| Handler {
                 event: (*event).to_owned(),
                 matcher: matcher.map(str::to_owned),
-                command: command(emitter, Self::AGENT, state, event, *reason),
+                command: command(emitter, Self::AGENT, *state, event, *reason),
             })
             .collect()
     }
@@ -55,7 +57,7 @@ impl HookFile for Claude {
         let stripped = if blank { String::new() } else { strip_claude(text)? };
         let installed = claude_install_text(&stripped, emitter)?;
         let found = if blank { Vec::new() } else { handlers(text)? };
-        Ok(Edit { found, stripped, installed, trust: None })
+        Ok(Edit { found, stripped, installed, asks_trust: false, trust: None })
     }
 
     fn note(action: HookAction) -> &'static str {
@@ -100,7 +102,7 @@ fn handlers(text: &str) -> Result<Vec<Handler>, String> {
 fn claude_group(
     emitter: &Path,
     matcher: Option<&str>,
-    state: &str,
+    state: AgentState,
     event: &str,
     reason: Option<&str>,
 ) -> serde_json::Value {
@@ -178,7 +180,7 @@ fn claude_install_text(text: &str, emitter: &Path) -> Result<String, String> {
     // Portal's groups per event, in order.
     let mut wanted: Vec<(&str, Vec<serde_json::Value>)> = Vec::new();
     for (event, matcher, state, reason) in EVENTS {
-        let group = claude_group(emitter, *matcher, state, event, *reason);
+        let group = claude_group(emitter, *matcher, *state, event, *reason);
         match wanted.iter_mut().find(|(e, _)| e == event) {
             Some((_, groups)) => groups.push(group),
             None => wanted.push((event, vec![group])),

@@ -20,6 +20,8 @@
 
 use std::path::Path;
 
+use portal_client::vocab::AgentState;
+use portal_client::vocab::HookTrust;
 use toml_edit::{ArrayOfTables, DocumentMut, Item, Table, value};
 
 use super::file::{Edit, Handler, HookAction, HookFile, command, is_portal_command};
@@ -30,14 +32,14 @@ use super::file::{Edit, Handler, HookAction, HookFile, command, is_portal_comman
 /// cancelled (a rejected command: no `Stop` follows), `SessionEnd` when it
 /// quits). `SessionStart` fires only with the first prompt; Codex's own
 /// OSC 7501 status says `idle` before that.
-pub(super) const EVENTS: &[(&str, &str, Option<&str>)] = &[
-    ("SessionStart", "idle", None),
-    ("UserPromptSubmit", "running", None),
-    ("PermissionRequest", "awaiting_input", Some("permission")),
-    ("PostToolUse", "running", None),
-    ("Stop", "done", None),
-    ("Interrupt", "idle", None),
-    ("SessionEnd", "exited", None),
+pub(super) const EVENTS: &[(&str, AgentState, Option<&str>)] = &[
+    ("SessionStart", AgentState::Idle, None),
+    ("UserPromptSubmit", AgentState::Running, None),
+    ("PermissionRequest", AgentState::AwaitingInput, Some("permission")),
+    ("PostToolUse", AgentState::Running, None),
+    ("Stop", AgentState::Done, None),
+    ("Interrupt", AgentState::Idle, None),
+    ("SessionEnd", AgentState::Exited, None),
 ];
 
 /// Lines the first installer wrote around its block: removed (only they;
@@ -63,7 +65,7 @@ impl HookFile for Codex {
             .map(|(event, state, reason)| Handler {
                 event: (*event).to_owned(),
                 matcher: None,
-                command: command(emitter, Self::AGENT, state, event, *reason),
+                command: command(emitter, Self::AGENT, *state, event, *reason),
             })
             .collect()
     }
@@ -82,7 +84,7 @@ impl HookFile for Codex {
         let stripped = doc.to_string();
         install(&mut doc, emitter)?;
         let installed = doc.to_string();
-        Ok(Edit { found, stripped, installed, trust: Some(trusted) })
+        Ok(Edit { found, stripped, installed, asks_trust: true, trust: trusted })
     }
 
     fn note(_: HookAction) -> &'static str {
@@ -189,12 +191,12 @@ fn portal_trust_keys(doc: &DocumentMut, config: &Path) -> Vec<String> {
 /// Whether Codex trusts Portal's handlers: `trusted` when a trust record
 /// (a `trusted_hash`, not turned off) stands at every one's position,
 /// `untrusted` when at none, `partly_trusted` in between; empty when none
-/// is installed. The hash itself is Codex's to check: a record Portal
+/// is installed (`None`). The hash itself is Codex's to check: a record Portal
 /// left standing is always one made for the command in place.
-fn trust(doc: &DocumentMut, config: &Path) -> &'static str {
+fn trust(doc: &DocumentMut, config: &Path) -> Option<HookTrust> {
     let wanted = portal_positions(doc).len();
     if wanted == 0 {
-        return "";
+        return None;
     }
     let state = doc.get("hooks").and_then(|h| h.get("state"));
     let trusted = portal_trust_keys(doc, config)
@@ -205,11 +207,11 @@ fn trust(doc: &DocumentMut, config: &Path) -> &'static str {
                 && record.get("enabled").and_then(Item::as_bool) != Some(false)
         })
         .count();
-    match trusted {
-        0 => "untrusted",
-        n if n >= wanted => "trusted",
-        _ => "partly_trusted",
-    }
+    Some(match trusted {
+        0 => HookTrust::Untrusted,
+        n if n >= wanted => HookTrust::Trusted,
+        _ => HookTrust::PartlyTrusted,
+    })
 }
 
 /// Removes the trust records of Portal's handlers, then a `hooks.state`

@@ -7,6 +7,8 @@ use std::fmt::Write as _;
 use std::path::Path;
 use std::path::PathBuf;
 
+use portal_client::vocab::{AgentState, HookStatus, HookTrust};
+
 /// What to do.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum HookAction {
@@ -19,21 +21,21 @@ pub(crate) enum HookAction {
 }
 
 /// One agent's report.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Report {
     /// claude or codex.
     pub(crate) agent: &'static str,
     /// The file.
     pub(crate) path: PathBuf,
-    /// installed, outdated, absent, not_detected.
-    pub(crate) status: &'static str,
+    /// Whether Portal's hooks are there, and current.
+    pub(crate) status: HookStatus,
     /// What changed.
     pub(crate) change: String,
     /// What the user still has to do.
     pub(crate) note: String,
-    /// Codex: whether it trusts Portal's installed hooks (`trusted`,
-    /// `partly_trusted`, `untrusted`); empty otherwise.
-    pub(crate) trust: &'static str,
+    /// Codex: whether it trusts Portal's installed hooks; `None` for an
+    /// agent that runs hooks without asking, or with none of Portal's.
+    pub(crate) trust: Option<HookTrust>,
     /// The file as it would be (dry run).
     pub(crate) preview: String,
 }
@@ -77,18 +79,18 @@ pub(super) struct Handler {
 /// `installed` when the file holds exactly Portal's handlers (in any order
 /// or layout), `outdated` when it holds others of Portal's, else `absent`
 /// (or `not_detected` when the agent's directory does not exist).
-fn status(found: &[Handler], wanted: &[Handler], detected: bool) -> &'static str {
+fn status(found: &[Handler], wanted: &[Handler], detected: bool) -> HookStatus {
     let sorted = |h: &[Handler]| {
         let mut v = h.to_vec();
         v.sort();
         v
     };
     if found.is_empty() {
-        if detected { "absent" } else { "not_detected" }
+        if detected { HookStatus::Absent } else { HookStatus::NotDetected }
     } else if sorted(found) == sorted(wanted) {
-        "installed"
+        HookStatus::Installed
     } else {
-        "outdated"
+        HookStatus::Outdated
     }
 }
 
@@ -102,7 +104,7 @@ fn quote(path: &Path) -> String {
 pub(super) fn command(
     emitter: &Path,
     agent: &str,
-    state: &str,
+    state: AgentState,
     event: &str,
     reason: Option<&str>,
 ) -> String {
@@ -149,9 +151,11 @@ pub(super) struct Edit {
     pub(super) stripped: String,
     /// The file with Portal's handlers as they should be.
     pub(super) installed: String,
-    /// For an agent that runs a hook only once the user trusts it (Codex):
-    /// whether it trusts Portal's handlers as they are now.
-    pub(super) trust: Option<&'static str>,
+    /// Whether the agent runs a hook only once the user trusts it (Codex).
+    pub(super) asks_trust: bool,
+    /// For such an agent, whether it trusts Portal's handlers as they are
+    /// now (`None`: none is installed).
+    pub(super) trust: Option<HookTrust>,
 }
 
 /// Runs one action on `F`'s file under `home`.
@@ -163,7 +167,15 @@ pub(super) fn run<F: HookFile>(
 ) -> Result<Report, HookError> {
     let dir = home.join(F::DIR);
     let path = dir.join(F::FILE);
-    let mut report = Report { agent: F::AGENT, path: path.clone(), ..Report::default() };
+    let mut report = Report {
+        agent: F::AGENT,
+        path: path.clone(),
+        status: HookStatus::NotDetected,
+        change: String::new(),
+        note: String::new(),
+        trust: None,
+        preview: String::new(),
+    };
     let existing = read(&path)?;
     let text = existing.clone().unwrap_or_default();
     let edit = F::edit(&text, &path, emitter).map_err(|reason| HookError::Malformed {
@@ -175,17 +187,17 @@ pub(super) fn run<F: HookFile>(
     // layout, which changes nothing Portal installed.
     report.status = status(&edit.found, &F::wanted(emitter), dir.exists());
     report.note = F::note(action).to_owned();
-    let kept = report.status == "installed";
-    let Edit { installed, stripped, trust, .. } = edit;
+    let kept = report.status == HookStatus::Installed;
+    let Edit { installed, stripped, asks_trust, trust, .. } = edit;
     let mut report =
         act(action, report, &path, &text, existing.is_some(), installed, stripped, dry_run)?;
-    if let Some(trusted) = trust {
+    if asks_trust {
         report.trust = match action {
-            HookAction::Status => trusted,
+            HookAction::Status => trust,
             // Handlers left in place keep their records; replaced ones have none.
-            HookAction::Install if kept => trusted,
-            HookAction::Install => "untrusted",
-            HookAction::Uninstall => "",
+            HookAction::Install if kept => trust,
+            HookAction::Install => Some(HookTrust::Untrusted),
+            HookAction::Uninstall => None,
         };
     }
     Ok(report)
@@ -232,13 +244,14 @@ fn act(
     match action {
         HookAction::Status => Ok(report),
         HookAction::Install => {
-            let after = if report.status == "installed" { text.to_owned() } else { installed };
+            let after =
+                if report.status == HookStatus::Installed { text.to_owned() } else { installed };
             let r = finish(report, path, text, after, existed, dry_run)?;
-            Ok(Report { status: "installed", ..r })
+            Ok(Report { status: HookStatus::Installed, ..r })
         }
         HookAction::Uninstall => {
             let r = finish(report, path, text, stripped, existed, dry_run)?;
-            Ok(Report { status: "absent", ..r })
+            Ok(Report { status: HookStatus::Absent, ..r })
         }
     }
 }

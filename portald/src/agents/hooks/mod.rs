@@ -46,6 +46,7 @@ pub(crate) fn run(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use portal_client::vocab::{HookStatus, HookTrust};
 
     const EMITTER: &str = "/opt/portal/portal-cli";
 
@@ -89,13 +90,16 @@ mod tests {
     fn round_trip(agent: HookAgent, file: &Path, original: &str) {
         let home = file.ancestors().nth(2).unwrap();
         let emitter = Path::new(EMITTER);
-        assert_eq!(run(agent, HookAction::Status, false, home, emitter).unwrap().status, "absent");
+        assert_eq!(
+            run(agent, HookAction::Status, false, home, emitter).unwrap().status,
+            HookStatus::Absent
+        );
         run(agent, HookAction::Install, false, home, emitter).unwrap();
         let installed = std::fs::read_to_string(file).unwrap();
         assert_ne!(installed, original);
         assert_eq!(
             run(agent, HookAction::Status, false, home, emitter).unwrap().status,
-            "installed"
+            HookStatus::Installed
         );
         // Idempotent.
         let again = run(agent, HookAction::Install, false, home, emitter).unwrap();
@@ -103,7 +107,10 @@ mod tests {
         assert_eq!(std::fs::read_to_string(file).unwrap(), installed);
         // A moved emitter is outdated, and reinstalling replaces, not adds.
         let moved = Path::new("/new/place/portal-cli");
-        assert_eq!(run(agent, HookAction::Status, false, home, moved).unwrap().status, "outdated");
+        assert_eq!(
+            run(agent, HookAction::Status, false, home, moved).unwrap().status,
+            HookStatus::Outdated
+        );
         run(agent, HookAction::Install, false, home, moved).unwrap();
         assert_eq!(
             std::fs::read_to_string(file).unwrap().matches("portal-cli emit").count(),
@@ -213,7 +220,7 @@ mod tests {
         let r = run(HookAgent::Codex, HookAction::Status, false, home.path(), Path::new(EMITTER))
             .unwrap();
         assert!(r.note.contains("trust") && r.note.contains("hooks = true"), "{}", r.note);
-        assert_eq!(r.trust, "", "nothing of Portal's is installed");
+        assert_eq!(r.trust, None, "nothing of Portal's is installed");
     }
 
     #[test]
@@ -228,7 +235,7 @@ mod tests {
         let rewritten = serde_json::to_string_pretty(&v).unwrap();
         std::fs::write(&file, &rewritten).unwrap();
         let status = run(HookAgent::Claude, HookAction::Status, false, home.path(), emitter);
-        assert_eq!(status.unwrap().status, "installed");
+        assert_eq!(status.unwrap().status, HookStatus::Installed);
         let again = run(HookAgent::Claude, HookAction::Install, false, home.path(), emitter);
         assert_eq!(again.unwrap().change, "nothing to change");
         assert_eq!(std::fs::read_to_string(&file).unwrap(), rewritten);
@@ -264,9 +271,13 @@ mod tests {
         let emitter = Path::new(EMITTER);
         let status = run(HookAgent::Codex, HookAction::Status, false, home.path(), emitter);
         let status = status.unwrap();
-        assert_eq!((status.status, status.trust), ("outdated", "trusted"), "one event of the set");
+        assert_eq!(
+            (status.status, status.trust),
+            (HookStatus::Outdated, Some(HookTrust::Trusted)),
+            "one event of the set"
+        );
         let r = run(HookAgent::Codex, HookAction::Install, false, home.path(), emitter).unwrap();
-        assert_eq!(r.trust, "untrusted", "Codex asks again for a changed hook");
+        assert_eq!(r.trust, Some(HookTrust::Untrusted), "Codex asks again for a changed hook");
         let text = std::fs::read_to_string(&file).unwrap();
         let doc: toml_edit::DocumentMut = text.parse().unwrap();
         assert!(doc["hooks"].get("state").is_none(), "{text}");
@@ -320,17 +331,17 @@ mod tests {
             let r = run(HookAgent::Codex, HookAction::Status, false, home, emitter).unwrap();
             (r.status, r.trust)
         };
-        assert_eq!(status(home.path()), ("absent", ""));
+        assert_eq!(status(home.path()), (HookStatus::Absent, None));
         let r = run(HookAgent::Codex, HookAction::Install, false, home.path(), emitter).unwrap();
-        assert_eq!(r.trust, "untrusted");
-        assert_eq!(status(home.path()), ("installed", "untrusted"));
+        assert_eq!(r.trust, Some(HookTrust::Untrusted));
+        assert_eq!(status(home.path()), (HookStatus::Installed, Some(HookTrust::Untrusted)));
         // Codex records the person's approval of some of them...
         let mut trusted = std::fs::read_to_string(&file).unwrap();
         for p in &PORTAL_POSITIONS[..3] {
             trusted.push_str(&approve(&file, p, ""));
         }
         std::fs::write(&file, &trusted).unwrap();
-        assert_eq!(status(home.path()), ("installed", "partly_trusted"));
+        assert_eq!(status(home.path()), (HookStatus::Installed, Some(HookTrust::PartlyTrusted)));
         // ...then of all, one of them turned off in its view...
         for p in &PORTAL_POSITIONS[3..] {
             trusted.push_str(&approve(
@@ -340,11 +351,15 @@ mod tests {
             ));
         }
         std::fs::write(&file, &trusted).unwrap();
-        assert_eq!(status(home.path()), ("installed", "partly_trusted"));
+        assert_eq!(status(home.path()), (HookStatus::Installed, Some(HookTrust::PartlyTrusted)));
         // ...and back on.
         let trusted = trusted.replace("enabled = false # in its view\n", "");
         std::fs::write(&file, &trusted).unwrap();
-        assert_eq!(status(home.path()), ("installed", "trusted"), "{trusted}");
+        assert_eq!(
+            status(home.path()),
+            (HookStatus::Installed, Some(HookTrust::Trusted)),
+            "{trusted}"
+        );
         let again = run(HookAgent::Codex, HookAction::Install, false, home.path(), emitter);
         assert_eq!(again.unwrap().change, "nothing to change", "its records are kept");
         // Uninstall takes Portal's hooks and their records, and leaves the
@@ -370,6 +385,6 @@ mod tests {
         let home = tempfile::tempdir().unwrap();
         let r = run(HookAgent::Codex, HookAction::Status, false, home.path(), Path::new(EMITTER))
             .unwrap();
-        assert_eq!(r.status, "not_detected");
+        assert_eq!(r.status, HookStatus::NotDetected);
     }
 }
