@@ -11,7 +11,6 @@
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-use anyhow::Context as _;
 use rusqlite::types::Value;
 use rusqlite::{Connection, OpenFlags};
 
@@ -25,11 +24,60 @@ const TABLES: &[&str] = &["processes", "chunks", "programs", "agent_events"];
 /// at most, a step at a time, before giving up on the rest of the table.
 const MAX_SKIPS: u32 = 1000;
 
+/// Why the doctor could not do its work; what it did until then stands.
+#[derive(Debug, thiserror::Error)]
+pub enum DoctorError {
+    /// A daemon holds the database.
+    #[error("portald{} is running on the database in {}: stop it first (portal-cli daemon stop), then run the doctor", pid.map(|p| format!(" (pid {p})")).unwrap_or_default(), data_dir.display())]
+    DaemonRunning {
+        /// The daemon's pid, when known.
+        pid: Option<u32>,
+        /// Its data directory.
+        data_dir: PathBuf,
+    },
+    /// The lock could not be taken for another reason.
+    #[error("taking the lock of {}: {reason}", data_dir.display())]
+    Lock {
+        /// The data directory.
+        data_dir: PathBuf,
+        /// Why.
+        reason: String,
+    },
+    /// The check itself could not run (locked, permissions, a full disk):
+    /// that is not damage, and nothing was changed.
+    #[error("cannot check {}: {reason}; nothing was changed", db.display())]
+    Check {
+        /// The database.
+        db: PathBuf,
+        /// What SQLite said.
+        reason: String,
+    },
+    /// A file could not be moved aside.
+    #[error("moving {} to {}: {source}", from.display(), to.display())]
+    Move {
+        /// The file.
+        from: PathBuf,
+        /// Its new name.
+        to: PathBuf,
+        /// The OS's reason.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The fresh database could not be made.
+    #[error("creating {}: {reason}", db.display())]
+    Create {
+        /// The database.
+        db: PathBuf,
+        /// What failed.
+        reason: String,
+    },
+}
+
 /// Checks the database and repairs it when damaged; returns what was done.
 ///
 /// # Errors
 /// When a daemon is running on it, or a file cannot be moved or created.
-pub fn run(config: &Config) -> anyhow::Result<String> {
+pub fn run(config: &Config) -> Result<String, DoctorError> {
     // Held to the end: a client auto-starting a daemon meanwhile would open
     // the database being repaired.
     let _lock = hold_lock(config)?;
@@ -44,17 +92,16 @@ pub fn run(config: &Config) -> anyhow::Result<String> {
         Err(Check::Damaged(problem)) => problem,
         // Locked, no permission, a full disk: not damage. Moving a healthy
         // database aside would lose it.
-        Err(Check::Failed(e)) => {
-            anyhow::bail!("cannot check {}: {e}; nothing was changed", db.display())
-        }
+        Err(Check::Failed(reason)) => return Err(DoctorError::Check { db, reason }),
     };
     let mut out = format!("{} is damaged: {problem}\n", db.display());
     let stamp = crate::sys::wall_ns() / 1_000_000_000;
     let broken = aside(&db, stamp)?;
     let _ = writeln!(out, "moved it aside to {}", broken.display());
-    let mut fresh = Connection::open(&db).with_context(|| format!("creating {}", db.display()))?;
-    crate::store::prepare_new(&fresh)?;
-    schema::migrate(&mut fresh).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let create = |reason: String| DoctorError::Create { db: db.clone(), reason };
+    let mut fresh = Connection::open(&db).map_err(|e| create(e.to_string()))?;
+    crate::store::prepare_new(&fresh).map_err(|e| create(e.to_string()))?;
+    schema::migrate(&mut fresh).map_err(|e| create(e.to_string()))?;
     let salvaged = salvage(&broken, &mut fresh);
     match salvaged {
         Ok(counts) if counts.iter().all(|(_, n, _)| *n == 0) => {
@@ -68,7 +115,9 @@ pub fn run(config: &Config) -> anyhow::Result<String> {
                     if complete { "" } else { " (the rest could not be read)" }
                 );
             }
-            fresh.execute("UPDATE processes SET status = 'lost' WHERE status = 'running'", [])?;
+            fresh
+                .execute("UPDATE processes SET status = 'lost' WHERE status = 'running'", [])
+                .map_err(|e| create(e.to_string()))?;
         }
         Err(e) => {
             let _ = writeln!(out, "nothing could be salvaged ({e}); the new database starts empty");
@@ -80,18 +129,18 @@ pub fn run(config: &Config) -> anyhow::Result<String> {
 
 /// Takes the daemon's lock on the data directory (a daemon cannot start
 /// while it is held); fails when a daemon holds it.
-fn hold_lock(config: &Config) -> anyhow::Result<Option<std::fs::File>> {
+fn hold_lock(config: &Config) -> Result<Option<std::fs::File>, DoctorError> {
     if !config.data_dir.exists() {
         return Ok(None);
     }
     match crate::instance::take(&config.data_dir) {
         Ok(lock) => Ok(Some(lock)),
-        Err(crate::instance::LockError::Held { holder, .. }) => anyhow::bail!(
-            "portald{} is running on the database in {}: stop it first (portal-cli daemon stop), then run the doctor",
-            holder.map(|p| format!(" (pid {p})")).unwrap_or_default(),
-            config.data_dir.display()
-        ),
-        Err(e) => Err(e.into()),
+        Err(crate::instance::LockError::Held { holder, .. }) => {
+            Err(DoctorError::DaemonRunning { pid: holder, data_dir: config.data_dir.clone() })
+        }
+        Err(e) => {
+            Err(DoctorError::Lock { data_dir: config.data_dir.clone(), reason: e.to_string() })
+        }
     }
 }
 
@@ -128,21 +177,26 @@ fn check(db: &Path) -> Result<(), Check> {
 }
 
 /// Renames the database and its companions to `<name>.broken-<stamp>`.
-fn aside(db: &Path, stamp: i64) -> anyhow::Result<PathBuf> {
+fn aside(db: &Path, stamp: i64) -> Result<PathBuf, DoctorError> {
     let with = |suffix: &str| {
         let mut s = db.as_os_str().to_owned();
         s.push(suffix);
         PathBuf::from(s)
     };
     let broken = with(&format!(".broken-{stamp}"));
-    std::fs::rename(db, &broken)
-        .with_context(|| format!("moving {} to {}", db.display(), broken.display()))?;
+    let rename = |from: &Path, to: &Path| {
+        std::fs::rename(from, to).map_err(|source| DoctorError::Move {
+            from: from.to_path_buf(),
+            to: to.to_path_buf(),
+            source,
+        })
+    };
+    rename(db, &broken)?;
     for part in ["-wal", "-shm"] {
         let from = with(part);
         if from.exists() {
             let to = with(&format!(".broken-{stamp}{part}"));
-            std::fs::rename(&from, &to)
-                .with_context(|| format!("moving {} to {}", from.display(), to.display()))?;
+            rename(&from, &to)?;
         }
     }
     Ok(broken)
@@ -150,7 +204,7 @@ fn aside(db: &Path, stamp: i64) -> anyhow::Result<PathBuf> {
 
 /// Copies every readable row of [`TABLES`] from `broken` into `fresh`;
 /// per table: rows copied and whether the whole table could be read.
-fn salvage(broken: &Path, fresh: &mut Connection) -> anyhow::Result<Vec<(String, u64, bool)>> {
+fn salvage(broken: &Path, fresh: &mut Connection) -> rusqlite::Result<Vec<(String, u64, bool)>> {
     let old = Connection::open_with_flags(broken, OpenFlags::SQLITE_OPEN_READ_ONLY)?;
     let tx = fresh.transaction()?;
     let mut counts = Vec::new();

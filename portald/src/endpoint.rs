@@ -17,7 +17,6 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use anyhow::Context as _;
 use portal_client::transport::{Conn, Listener};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -53,36 +52,100 @@ fn file_id(path: &Path) -> Option<FileId> {
     std::fs::symlink_metadata(path).ok().map(|m| (m.dev(), m.ino()))
 }
 
+/// A directory Portal must keep private and cannot.
+#[derive(Debug, thiserror::Error)]
+pub enum DirError {
+    /// It could not be created.
+    #[error("creating the {what} directory {}: {source}", dir.display())]
+    Create {
+        /// Which directory (socket, data).
+        what: &'static str,
+        /// Where.
+        dir: PathBuf,
+        /// The OS's reason.
+        #[source]
+        source: std::io::Error,
+    },
+    /// It could not be looked at.
+    #[error("reading {}: {source}", dir.display())]
+    Read {
+        /// Where.
+        dir: PathBuf,
+        /// The OS's reason.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Another user owns it.
+    #[error("refusing to use the {what} directory {}: it belongs to uid {owner}, not {me}", dir.display())]
+    NotMine {
+        /// Which directory.
+        what: &'static str,
+        /// Where.
+        dir: PathBuf,
+        /// Its owner.
+        owner: u32,
+        /// This user.
+        me: u32,
+    },
+    /// Others may write to it.
+    #[error("refusing to use the {what} directory {}: others may write to it (mode {mode:o}); use a private directory", dir.display())]
+    Shared {
+        /// Which directory.
+        what: &'static str,
+        /// Where.
+        dir: PathBuf,
+        /// Its permission bits.
+        mode: u32,
+    },
+}
+
+/// Why the socket could not be bound.
+#[derive(Debug, thiserror::Error)]
+pub enum BindError {
+    /// Its directory is not private.
+    #[error(transparent)]
+    Dir(#[from] DirError),
+    /// Listening failed.
+    #[error("binding {}: {source}", socket.display())]
+    Listen {
+        /// The socket.
+        socket: PathBuf,
+        /// The OS's reason.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
 /// Creates `dir` (0700) when missing and refuses one another user owns or
 /// others may write to.
 ///
 /// # Errors
 /// Naming the directory and what is wrong with it.
-pub(crate) fn private_dir(dir: &Path, what: &str) -> anyhow::Result<()> {
+pub(crate) fn private_dir(dir: &Path, what: &'static str) -> Result<(), DirError> {
     if !dir.exists() {
         std::fs::DirBuilder::new()
             .recursive(true)
             .mode(0o700)
             .create(dir)
-            .with_context(|| format!("creating the {what} directory {}", dir.display()))?;
+            .map_err(|source| DirError::Create { what, dir: dir.to_path_buf(), source })?;
     }
-    let meta = std::fs::metadata(dir).with_context(|| format!("reading {}", dir.display()))?;
+    let meta = std::fs::metadata(dir)
+        .map_err(|source| DirError::Read { dir: dir.to_path_buf(), source })?;
     let me = portal_client::paths::uid();
     if meta.uid() != me {
-        anyhow::bail!(
-            "refusing to use the {what} directory {}: it belongs to uid {}, not {me}",
-            dir.display(),
-            meta.uid()
-        );
+        return Err(DirError::NotMine { what, dir: dir.to_path_buf(), owner: meta.uid(), me });
     }
     if meta.mode() & 0o022 != 0 {
-        anyhow::bail!(
-            "refusing to use the {what} directory {}: others may write to it (mode {:o}); use a private directory",
-            dir.display(),
-            meta.mode() & 0o7777
-        );
+        return Err(DirError::Shared { what, dir: dir.to_path_buf(), mode: meta.mode() & 0o7777 });
     }
     Ok(())
+}
+
+/// Listens on `socket` after checking its directory is private.
+pub(crate) fn listen(socket: &Path) -> Result<Listener, BindError> {
+    private_dir(socket_dir(socket), "socket")?;
+    portal_client::transport::listen(socket)
+        .map_err(|source| BindError::Listen { socket: socket.to_path_buf(), source })
 }
 
 /// The socket's directory.
@@ -144,10 +207,8 @@ impl Endpoint {
         }
     }
 
-    fn bind_again(&self) -> anyhow::Result<Listener> {
-        private_dir(socket_dir(&self.socket), "socket")?;
-        let listener = portal_client::transport::listen(&self.socket)
-            .with_context(|| format!("binding {}", self.socket.display()))?;
+    fn bind_again(&self) -> Result<Listener, BindError> {
+        let listener = listen(&self.socket)?;
         *lock(&self.ours) = file_id(&self.socket);
         *lock(&self.current) = listener.duplicate_fd().ok();
         Ok(listener)

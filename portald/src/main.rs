@@ -221,7 +221,7 @@ fn main() -> ExitCode {
                 tracing::info!(socket = %socket.display(), "{why}; exiting");
                 ExitCode::from(u8::try_from(EXIT_ALREADY_RUNNING).unwrap_or(1))
             }
-            Err(portald::StartError::Failed(e)) => {
+            Err(e) => {
                 tracing::error!("{e:#}");
                 // Started by a live upgrade: go back to the binary it replaced.
                 portald::upgrade::fall_back(&format!("{e:#}"));

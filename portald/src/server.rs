@@ -26,7 +26,6 @@ use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use anyhow::Context as _;
 use portal_proto::v1::portal_server::PortalServer;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -42,7 +41,7 @@ use crate::store::{Store, StoreThread};
 /// this only matters for clients that stopped reading.
 const CLIENT_DRAIN_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
 
-/// Why the daemon could not start.
+/// Why the daemon could not start, or stopped serving.
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
     /// Another daemon owns the database, or serves the socket.
@@ -53,9 +52,50 @@ pub enum StartError {
         /// Which daemon, in words (its pid when known).
         why: String,
     },
-    /// Anything else, with context.
+    /// The socket's path cannot be used (too long).
     #[error(transparent)]
-    Failed(#[from] anyhow::Error),
+    SocketPath(#[from] portal_client::error::ClientError),
+    /// A directory is not private, or the socket cannot be bound.
+    #[error(transparent)]
+    Bind(#[from] crate::endpoint::BindError),
+    /// A file of the data directory could not be made or kept private.
+    #[error("{op} {}: {source}", path.display())]
+    File {
+        /// What was being done.
+        op: &'static str,
+        /// The file.
+        path: PathBuf,
+        /// The OS's reason.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Something other than a socket is where the socket goes.
+    #[error("{} exists and is not a socket; portald will not delete it: move it away or choose another --socket", .0.display())]
+    NotASocket(PathBuf),
+    /// The data directory's lock could not be taken.
+    #[error(transparent)]
+    Lock(Box<dyn std::error::Error + Send + Sync>),
+    /// The database could not be opened.
+    #[error("opening the database {} (if it is damaged, `portal-cli daemon doctor` moves it aside and salvages what it can): {source}", database.display())]
+    Store {
+        /// The database.
+        database: PathBuf,
+        /// Why.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    /// The socket a previous portald handed over cannot be listened on.
+    #[error("listening on the socket the previous portald handed over: {0}")]
+    Inherited(#[source] std::io::Error),
+    /// portal-holder, which keeps the programs, could not be reached.
+    #[error("connecting to portal-holder: {0}")]
+    Holder(#[source] Box<dyn std::error::Error + Send + Sync>),
+    /// Serving gRPC failed.
+    #[error("serving gRPC: {0}")]
+    Serve(#[source] tonic::transport::Error),
+    /// The listening socket could not be passed to the next daemon.
+    #[error("duplicating the listening socket for the next portald")]
+    HandoverSocket,
 }
 
 /// A bound, locked, listening daemon that has not started serving yet.
@@ -78,7 +118,7 @@ impl std::fmt::Debug for Listener {
 /// database 0600 before SQLite opens it (SQLite gives its `-wal` and `-shm`
 /// files the database's mode), and existing files of older installs
 /// tightened.
-fn private_files(data_dir: &Path, database: &Path) -> anyhow::Result<()> {
+fn private_files(data_dir: &Path, database: &Path) -> Result<(), StartError> {
     tighten(data_dir, 0o700)?;
     if !database.exists() {
         std::fs::OpenOptions::new()
@@ -87,7 +127,11 @@ fn private_files(data_dir: &Path, database: &Path) -> anyhow::Result<()> {
             .write(true)
             .mode(0o600)
             .open(database)
-            .with_context(|| format!("creating {}", database.display()))?;
+            .map_err(|source| StartError::File {
+                op: "creating",
+                path: database.to_path_buf(),
+                source,
+            })?;
     }
     let mut files =
         vec![database.to_path_buf(), data_dir.join(portal_client::paths::DAEMON_LOG_FILE)];
@@ -103,13 +147,14 @@ fn private_files(data_dir: &Path, database: &Path) -> anyhow::Result<()> {
 }
 
 /// Removes every permission beyond `mode` from `path`.
-fn tighten(path: &Path, mode: u32) -> anyhow::Result<()> {
-    let meta = std::fs::metadata(path).with_context(|| format!("reading {}", path.display()))?;
+fn tighten(path: &Path, mode: u32) -> Result<(), StartError> {
+    let file = |op, source| StartError::File { op, path: path.to_path_buf(), source };
+    let meta = std::fs::metadata(path).map_err(|e| file("reading", e))?;
     let current = meta.mode() & 0o7777;
     if current & !mode != 0 {
         tracing::info!(path = %path.display(), from = format!("{current:o}"), to = format!("{mode:o}"), "making private");
         std::fs::set_permissions(path, std::fs::Permissions::from_mode(current & mode))
-            .with_context(|| format!("chmod {:o} {}", current & mode, path.display()))?;
+            .map_err(|e| file("making private", e))?;
     }
     Ok(())
 }
@@ -121,11 +166,7 @@ fn remove_stale_socket(socket: &Path) -> Result<(), StartError> {
     let Ok(meta) = std::fs::symlink_metadata(socket) else { return Ok(()) };
     use std::os::unix::fs::FileTypeExt as _;
     if !meta.file_type().is_socket() {
-        return Err(anyhow::anyhow!(
-            "{} exists and is not a socket; portald will not delete it: move it away or choose another --socket",
-            socket.display()
-        )
-        .into());
+        return Err(StartError::NotASocket(socket.to_path_buf()));
     }
     if std::os::unix::net::UnixStream::connect(socket).is_ok() {
         return Err(StartError::AlreadyRunning {
@@ -137,8 +178,11 @@ fn remove_stale_socket(socket: &Path) -> Result<(), StartError> {
         });
     }
     tracing::info!(socket = %socket.display(), "removing a stale socket");
-    std::fs::remove_file(socket)
-        .with_context(|| format!("removing stale socket {}", socket.display()))?;
+    std::fs::remove_file(socket).map_err(|source| StartError::File {
+        op: "removing the stale socket",
+        path: socket.to_path_buf(),
+        source,
+    })?;
     Ok(())
 }
 
@@ -172,12 +216,14 @@ fn checked_handover(config: &Config) -> (Option<File>, Option<std::os::fd::Owned
 ///
 /// # Errors
 /// [`StartError::AlreadyRunning`] when another daemon holds the lock;
-/// [`StartError::Failed`] for anything else (with the path involved).
+/// another [`StartError`] for anything else (naming the path involved).
 pub fn bind(config: &Config) -> Result<Listener, StartError> {
     let socket = config.socket.clone();
-    portal_client::client::check_socket_path(&socket).map_err(|e| anyhow::anyhow!(e))?;
-    crate::endpoint::private_dir(crate::endpoint::socket_dir(&socket), "socket")?;
-    crate::endpoint::private_dir(&config.data_dir, "data")?;
+    portal_client::client::check_socket_path(&socket)?;
+    crate::endpoint::private_dir(crate::endpoint::socket_dir(&socket), "socket")
+        .map_err(crate::endpoint::BindError::from)?;
+    crate::endpoint::private_dir(&config.data_dir, "data")
+        .map_err(crate::endpoint::BindError::from)?;
     private_files(&config.data_dir, &config.database())?;
     // A live upgrade hands over the listening socket and the lock, still
     // held: nobody can slip in between the two daemons.
@@ -188,25 +234,19 @@ pub fn bind(config: &Config) -> Result<Listener, StartError> {
             crate::instance::LockError::Held { .. } => {
                 StartError::AlreadyRunning { socket: socket.clone(), why: e.to_string() }
             }
-            crate::instance::LockError::Io { .. } => StartError::Failed(e.into()),
+            crate::instance::LockError::Io { .. } => StartError::Lock(e.into()),
         })?,
     };
     if inherited_listener.is_none() {
         remove_stale_socket(&socket)?;
     }
     let (store, store_thread) = Store::open(&config.database(), config.retention)
-        .map_err(|e| anyhow::anyhow!(e))
-        .with_context(|| {
-            format!(
-                "opening the database {} (if it is damaged, `portal-cli daemon doctor` moves it aside and salvages what it can)",
-                config.database().display()
-            )
-        })?;
+        .map_err(|e| StartError::Store { database: config.database(), source: e.into() })?;
     let listener = match inherited_listener {
-        Some(fd) => portal_client::transport::Listener::from_inherited(fd)
-            .context("listening on the socket the previous portald handed over")?,
-        None => portal_client::transport::listen(&socket)
-            .with_context(|| format!("binding {}", socket.display()))?,
+        Some(fd) => {
+            portal_client::transport::Listener::from_inherited(fd).map_err(StartError::Inherited)?
+        }
+        None => crate::endpoint::listen(&socket)?,
     };
     tracing::info!(socket = %socket.display(), database = %config.database().display(), "listening");
     Ok(Listener { config: config.clone(), listener, lock, store, store_thread })
@@ -226,8 +266,8 @@ pub enum Ended {
 /// for a live upgrade, hands every program over).
 ///
 /// # Errors
-/// When the socket cannot be served.
-pub async fn serve(listener: Listener, shutdown: CancellationToken) -> anyhow::Result<Ended> {
+/// When portal-holder cannot be reached or the socket cannot be served.
+pub async fn serve(listener: Listener, shutdown: CancellationToken) -> Result<Ended, StartError> {
     let Listener { config, listener, lock, store, store_thread } = listener;
     let socket = config.socket.clone();
     let tracker = TaskTracker::new();
@@ -240,8 +280,8 @@ pub async fn serve(listener: Listener, shutdown: CancellationToken) -> anyhow::R
         Holding::connect(&holder_socket, &holder_binary, journal_ring)
     })
     .await
-    .context("connecting to portal-holder")?
-    .map_err(|e| anyhow::anyhow!("{e}"))?;
+    .map_err(|e| StartError::Holder(e.into()))?
+    .map_err(|e| StartError::Holder(e.into()))?;
     let holder_pid = holding.holder_pid();
     let last_seq = store.read(crate::store::last_agent_seq).await.unwrap_or(0);
     let (search, index_thread) = crate::search::SearchIndex::start(&store);
@@ -307,7 +347,7 @@ pub async fn serve(listener: Listener, shutdown: CancellationToken) -> anyhow::R
         if let Err(e) = served {
             tracing::warn!(error = %e, "serving gRPC ended with an error; handing over anyway");
         }
-        let listen_fd = endpoint.handover_fd().context("duplicating the listening socket")?;
+        let listen_fd = endpoint.handover_fd().ok_or(StartError::HandoverSocket)?;
         let handover = crate::upgrade::Handover { plan, listener: listen_fd, lock: lock.into() };
         return Ok(Ended::Upgrade(handover));
     }
@@ -326,7 +366,7 @@ pub async fn serve(listener: Listener, shutdown: CancellationToken) -> anyhow::R
     endpoint.remove_if_ours();
     drop(lock);
     tracing::info!("portald stopped");
-    served.context("serving gRPC").map(|()| Ended::Stopped)
+    served.map_err(StartError::Serve).map(|()| Ended::Stopped)
 }
 
 /// What is wound down last, in this order, whether the daemon stops or
@@ -367,5 +407,5 @@ impl Teardown {
 /// As [`bind`] and [`serve`].
 pub async fn run(config: &Config, shutdown: CancellationToken) -> Result<Ended, StartError> {
     let listener = bind(config)?;
-    serve(listener, shutdown).await.map_err(StartError::Failed)
+    serve(listener, shutdown).await
 }

@@ -64,7 +64,7 @@ pub struct TestDaemon {
     pub dir: tempfile::TempDir,
     /// Cancels the daemon.
     pub shutdown: CancellationToken,
-    task: Option<JoinHandle<anyhow::Result<portald::Ended>>>,
+    task: Option<JoinHandle<Result<portald::Ended, portald::StartError>>>,
 }
 
 impl TestDaemon {
@@ -160,7 +160,7 @@ pub fn kill_what_outlives(socket: &Path) {
 /// When the daemon cannot bind.
 pub fn serve_in(
     config: &portald::Config,
-) -> (JoinHandle<anyhow::Result<portald::Ended>>, CancellationToken) {
+) -> (JoinHandle<Result<portald::Ended, portald::StartError>>, CancellationToken) {
     let listener = portald::bind(config).expect("bind the test daemon");
     let shutdown = CancellationToken::new();
     (tokio::spawn(portald::serve(listener, shutdown.clone())), shutdown)
