@@ -15,8 +15,6 @@ const OVERSIZE_FILES: &[(&str, usize)] = &[
     ("portal-cli/tests/cli.rs", 1657),
     ("portal-shim/src/results.rs", 1440),
     ("portal-shim/tests/shim.rs", 1492),
-    ("tests/src/bin/portal-bench.rs", 1618),
-    ("tests/src/fake_models.rs", 1147),
 ];
 
 #[test]
