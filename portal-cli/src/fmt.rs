@@ -118,50 +118,63 @@ pub(crate) fn output_bytes(p: &pb::Process) -> u64 {
     p.streams.iter().filter(|s| s.stream() != pb::Stream::Stdin).map(|s| s.end_offset).sum()
 }
 
-/// A process as JSON for scripts.
+/// A process in `--json`: the view every client shares (the MCP shim's
+/// results carry the same one), and besides it the lifecycle and history
+/// details a script may want.
+#[derive(serde::Serialize)]
+struct ProcessJson {
+    #[serde(flatten)]
+    view: portal_client::view::ProcessView,
+    /// Wall-clock start, ns since the epoch.
+    started_at_ns: i64,
+    /// Wall-clock end, once it ended.
+    ended_at_ns: Option<i64>,
+    /// Its input was closed.
+    stdin_closed: bool,
+    /// Its restart policy, when it has one.
+    restart: Option<Value>,
+    /// How many times its policy restarted it.
+    restarts: u32,
+    /// The run this one restarted.
+    restart_of: Option<u64>,
+    /// The process that took its name over after it ended.
+    replaced_by: Option<u64>,
+    /// Per stream: bytes, where history starts, chunks, bytes lost.
+    streams: serde_json::Map<String, Value>,
+}
+
+/// `p` as `--json` prints it (see [`ProcessJson`]).
 pub(crate) fn process_json(p: &pb::Process) -> Value {
-    let streams: serde_json::Map<String, Value> = p
+    let host = match crate::TARGET.get() {
+        Some(portal_client::hosts::Target::Remote(r)) => Some(r.label.clone()),
+        _ => None,
+    };
+    let mut view = portal_client::view::ProcessView::of(p, host.as_deref());
+    view.host = host;
+    let streams = p
         .streams
         .iter()
         .map(|s| {
-            let name = match s.stream() {
-                pb::Stream::Stdin => "stdin",
-                pb::Stream::Stderr => "stderr",
-                _ => "stdout",
-            };
             (
-                name.to_owned(),
+                vocab::Stream::of(s.stream).as_str().to_owned(),
                 json!({"bytes": s.end_offset, "history_start": s.start_offset, "chunks": s.chunks, "lost_bytes": s.lost_bytes}),
             )
         })
         .collect();
-    json!({
-        "id": p.id,
-        "name": (!p.name.is_empty()).then(|| p.name.clone()),
-        "pid": p.pid,
-        "mode": if p.mode() == pb::Mode::Pty { "pty" } else { "pipes" },
-        "status": vocab::Status::from(p.status()).as_str(),
-        "exit_code": p.exit_code,
-        "exit_signal": p.exit_signal,
-        "command": p.command,
-        "args": p.args,
-        "cwd": p.cwd,
-        "env": p.env,
-        "size": p.size.map(|s| json!({"rows": s.rows, "cols": s.cols})),
-        "timeout_ms": p.timeout_ms,
-        "idle_ms": p.idle_ms,
-        "started_at_ns": p.started_at_ns,
-        "ended_at_ns": p.ended_at_ns,
-        "stdin_closed": p.stdin_closed,
-        "awaiting_secret": p.awaiting_secret,
-        "input_state": vocab::InputState::from(p.input_state()).as_str(),
-        "input_source": vocab::InputSource::from(p.input_source()).as_str(),
-        "restart": p.restart.map(|r| json!({"max_restarts": r.max_restarts, "backoff_ms": r.backoff_ms})),
-        "restarts": p.restarts,
-        "restart_of": (p.restart_of > 0).then_some(p.restart_of),
-        "replaced_by": (p.replaced_by > 0).then_some(p.replaced_by),
-        "streams": streams,
-    })
+    let j = ProcessJson {
+        view,
+        started_at_ns: p.started_at_ns,
+        ended_at_ns: p.ended_at_ns,
+        stdin_closed: p.stdin_closed,
+        restart: p
+            .restart
+            .map(|r| json!({"max_restarts": r.max_restarts, "backoff_ms": r.backoff_ms})),
+        restarts: p.restarts,
+        restart_of: (p.restart_of > 0).then_some(p.restart_of),
+        replaced_by: (p.replaced_by > 0).then_some(p.replaced_by),
+        streams,
+    };
+    serde_json::to_value(j).unwrap_or(Value::Null)
 }
 
 /// Prints JSON on one line.

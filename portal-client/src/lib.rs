@@ -23,13 +23,15 @@
 //!    - [`vocab`]: the one definition of every state, status, reason and
 //!      source name (serde, JSON Schema, text), and its wire enum.
 //!    - [`osc3008`]: the in-band agent-state record a PTY carries.
-//! 1. [`transport`], [`ssh`], [`environ`]
+//! 1. [`transport`], [`ssh`], [`environ`], [`view`]
 //!    - [`transport`]: the platform seam for local connections (Unix
 //!      sockets, and named pipes by the same API), with each peer's
 //!      credentials; the daemon listens through it.
 //!    - [`ssh`]: the client end of a connection to another machine's
 //!      portald over the system `ssh`.
 //!    - [`environ`]: the caller's environment a start carries.
+//!    - [`view`]: one process as the shim's results and the CLI's `--json`
+//!      show it.
 //! 2. [`client`]
 //!    - [`client`]: [`client::Client`], a verified connection to a
 //!      `portald`, here or over ssh, with the protocol-version check.
@@ -55,6 +57,7 @@ pub mod osc3008;
 pub mod paths;
 pub mod ssh;
 pub mod transport;
+pub mod view;
 pub mod vocab;
 pub mod waits;
 pub mod workspace;

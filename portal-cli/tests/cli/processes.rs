@@ -159,11 +159,20 @@ async fn json_output_parses() {
     let id = p.id.to_string();
     let ps: Value = serde_json::from_str(&ok(&cli(&s, &["ps", "--json"]).await)).unwrap();
     assert_eq!(ps[0]["id"], p.id);
-    assert_eq!(ps[0]["mode"], "pty");
+    assert_eq!(ps[0]["pty"], true);
     let inspect: Value =
         serde_json::from_str(&ok(&cli(&s, &["inspect", &id, "--json"]).await)).unwrap();
     assert_eq!(inspect["status"], "running");
-    assert_eq!(inspect["size"]["rows"], 10);
+    assert_eq!(inspect["rows"], 10);
+    // A fact has one name wherever it is read: every field of the view the
+    // MCP shim's results carry is in the CLI's `--json`, with its value.
+    let now = rpc.inspect(pb::InspectRequest { proc: by_id(p.id) }).await.unwrap().into_inner();
+    let view = serde_json::to_value(portal_client::view::ProcessView::of(&now, None)).unwrap();
+    for (field, value) in view.as_object().unwrap() {
+        if field != "inactive_ms" {
+            assert_eq!(&inspect[field], value, "{field} in {inspect}");
+        }
+    }
     let screen: Value =
         serde_json::from_str(&ok(&cli(&s, &["screen", &id, "--json"]).await)).unwrap();
     assert_eq!(screen["lines"][0], "ready");

@@ -18,7 +18,7 @@ pub(crate) use agents::{
 };
 pub(crate) use process::{
     Done, Inspected, KilledAll, Listed, ProcessInfo, Signalled, Started, Written, inspect_text,
-    list_text,
+    list_text, process_info,
 };
 pub(crate) use reads::{Output, cursor_string, output, output_text, parse_cursor};
 pub(crate) use registry::Program;

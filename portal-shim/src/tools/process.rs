@@ -12,7 +12,7 @@ use crate::args::{
 };
 use crate::results::{
     self, Done, Inspected, KeysSent, KilledAll, Listed, Output, ProcessInfo, Screen, Signalled,
-    Started, Waited, Written,
+    Started, Waited, Written, process_info,
 };
 
 /// Default page of a read, in bytes of output: a screenful of logs many times
@@ -83,7 +83,7 @@ impl Shim {
                 async move { c.start(req).await }
             })
             .await?;
-        let process = ProcessInfo::from(&p);
+        let process = process_info(&p);
         let streams: &[pb::Stream] = if process.pty {
             &[pb::Stream::Stdout]
         } else {
@@ -150,7 +150,7 @@ impl Shim {
             })
             .await
         {
-            Ok(p) => ProcessInfo::from(&p),
+            Ok(p) => process_info(&p),
             Err(_) => process,
         };
         let text = format!(
@@ -265,7 +265,7 @@ impl Shim {
         let processes: Vec<ProcessInfo> = r
             .processes
             .iter()
-            .map(|p| ProcessInfo { host: self.host.clone(), ..ProcessInfo::from(p) }.listed())
+            .map(|p| ProcessInfo { host: self.host.clone(), ..process_info(p) }.listed())
             .collect();
         Ok((results::list_text(&processes), Listed { processes, unreachable: Vec::new() }))
     }
@@ -276,7 +276,7 @@ impl Shim {
                 c.inspect(pb::InspectRequest { proc: by_id(a.id) }).await
             })
             .await?;
-        let process = ProcessInfo::from(&p);
+        let process = process_info(&p);
         Ok((results::inspect_text(&process), Inspected { process }))
     }
 
@@ -286,7 +286,7 @@ impl Shim {
                 c.kill(pb::KillRequest { proc: by_id(a.id) }).await
             })
             .await?;
-        let process = ProcessInfo::from(&p);
+        let process = process_info(&p);
         let text = if process.status == Some(vocab::Status::Killed) {
             format!(
                 "Process {} killed. Status: killed. Its output is kept; process_cleanup removes it.",
