@@ -24,4 +24,5 @@ mod screen_diff;
 mod security;
 mod sizes;
 mod tidy;
+mod vocab_names;
 mod waits;
