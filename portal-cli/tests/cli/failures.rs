@@ -13,6 +13,18 @@ async fn exit_codes_say_what_went_wrong() {
     assert_eq!(o.status.code(), Some(1));
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("no process with id 4242") && err.contains("hint:"), "{err}");
+    // The hint comes from the daemon's typed kind, in the CLI's commands.
+    let mut rpc = d.rpc();
+    let ended = start_pipes(&mut rpc, "true", &[]).await;
+    wait_exit(&mut rpc, ended.id).await;
+    let o = cli(&s, &["write", &ended.id.to_string(), "x"]).await;
+    assert_eq!(o.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("is not running")
+            && err.contains("hint: the process has ended: `portal-cli read`"),
+        "{err}"
+    );
     assert_eq!(cli(&s, &["no-such-command"]).await.status.code(), Some(2));
     assert_eq!(cli(&s, &["start"]).await.status.code(), Some(2));
     let o = cli(&s, &["signal", "1", "SIGFOO"]).await;
