@@ -186,30 +186,20 @@ async fn agent(rpc: &mut Rpc, name: &str, first: &str, second: &str) -> u64 {
     let osc =
         |state: &str| format!("printf '\\033]3008;portal=1;state={state};name=claude\\033\\\\'");
     let script = format!("{}; read go; {}; read x", osc(first), osc(second));
-    let req = pb::StartRequest {
-        command: "sh".into(),
-        args: vec!["-c".into(), script],
-        mode: pb::Mode::Pty.into(),
-        name: name.into(),
-        size: Some(pb::TermSize { rows: 24, cols: 80 }),
-        ..Default::default()
-    };
-    rpc.start(req).await.unwrap().into_inner().id
+    Start::pty("sh").args(["-c", &script]).name(name).size(24, 80).run(rpc).await.id
 }
 
 type Rpc = pb::portal_client::PortalClient<tonic::transport::Channel>;
 
 async fn python(rpc: &mut Rpc) -> u64 {
-    let req = pb::StartRequest {
-        command: "python3".into(),
-        args: vec!["-q".into()],
-        mode: pb::Mode::Pty.into(),
-        name: "py".into(),
-        size: Some(pb::TermSize { rows: 24, cols: 80 }),
-        env: [("PYTHON_BASIC_REPL".to_owned(), "1".to_owned())].into(),
-        ..Default::default()
-    };
-    let id = rpc.start(req).await.unwrap().into_inner().id;
+    let id = Start::pty("python3")
+        .args(["-q"])
+        .name("py")
+        .size(24, 80)
+        .env("PYTHON_BASIC_REPL", "1")
+        .run(rpc)
+        .await
+        .id;
     wait_for_text(rpc, id, pb::Stream::Stdout, ">>> ").await;
     id
 }

@@ -24,15 +24,6 @@ fn by_id(id: u64) -> Option<pb::ProcRef> {
     Some(pb::ProcRef { target: Some(pb::proc_ref::Target::Id(id)) })
 }
 
-fn start(command: &str, args: &[&str], pty: bool) -> pb::StartRequest {
-    pb::StartRequest {
-        command: command.into(),
-        args: args.iter().map(|s| (*s).to_owned()).collect(),
-        mode: if pty { pb::Mode::Pty } else { pb::Mode::Pipes }.into(),
-        ..Default::default()
-    }
-}
-
 fn daemon(dir: &Path, ring: &str) -> Daemon {
     spawn_daemon_with(
         dir,
@@ -139,8 +130,8 @@ async fn flood_kill_and_read(ring: &str) -> (u64, u64) {
     let mut first = daemon(d.path(), ring);
     let mut rpc = first.connect().await.rpc();
     let lines = LINES.to_string();
-    let pty = rpc.start(start("seq", &["1", &lines], true)).await.unwrap().into_inner();
-    let pipe = rpc.start(start("seq", &["1", &lines], false)).await.unwrap().into_inner();
+    let pty = Start::pty("seq").args(["1", &lines]).run(&mut rpc).await;
+    let pipe = Start::pipes("seq").args(["1", &lines]).run(&mut rpc).await;
     seen(&mut rpc, pty.id, SEEN_BEFORE_KILL).await;
     seen(&mut rpc, pipe.id, SEEN_BEFORE_KILL).await;
     assert!(unsafe_free_kill(first.child.id(), "KILL"));
@@ -189,7 +180,7 @@ async fn every_acknowledged_write_reaches_the_program_and_the_log_across_kill_9(
     let d = dir();
     let mut live = daemon(d.path(), "256K");
     let mut rpc = live.connect().await.rpc();
-    let cat = rpc.start(start("cat", &[], false)).await.unwrap().into_inner();
+    let cat = Start::pipes("cat").run(&mut rpc).await;
     let mut acked = String::new();
     for round in 0..4 {
         for i in 0..25 {

@@ -18,19 +18,8 @@ async fn sigterm_stops_children_and_removes_the_socket() {
     let client = daemon.connect().await;
     let (child, socket) = (daemon.child, daemon.socket.clone());
     let mut rpc = client.rpc();
-    let req = pb::StartRequest {
-        command: "sleep".into(),
-        args: vec!["300".into()],
-        ..Default::default()
-    };
-    let p = rpc.start(req).await.unwrap().into_inner();
-    let req = pb::StartRequest {
-        command: "sh".into(),
-        args: vec!["-c".into(), "trap '' HUP TERM; sleep 300".into()],
-        mode: pb::Mode::Pty.into(),
-        ..Default::default()
-    };
-    let stubborn = rpc.start(req).await.unwrap().into_inner();
+    let p = Start::new("sleep").args(["300"]).run(&mut rpc).await;
+    let stubborn = Start::pty("sh").args(["-c", "trap '' HUP TERM; sleep 300"]).run(&mut rpc).await;
     let rc = unsafe_free_kill(child.id(), "TERM");
     assert!(rc);
     let status = wait_child(child).await;
@@ -64,12 +53,8 @@ async fn orphans_of_managed_processes_are_reaped() {
     let mut rpc = client.rpc();
     // The middle shell exits at once; its child is orphaned, reparented to
     // portal-holder (a subreaper) and must not stay a zombie when it exits.
-    let req = pb::StartRequest {
-        command: "sh".into(),
-        args: vec!["-c".into(), "sh -c 'sleep 0.2; echo orphan-done' & echo $!".into()],
-        ..Default::default()
-    };
-    let p = rpc.start(req).await.unwrap().into_inner();
+    let orphaning = "sh -c 'sleep 0.2; echo orphan-done' & echo $!";
+    let p = Start::new("sh").args(["-c", orphaning]).run(&mut rpc).await;
     let follow = pb::FollowRequest {
         proc: Some(pb::ProcRef { target: Some(pb::proc_ref::Target::Id(p.id)) }),
         from_start: true,
@@ -140,18 +125,12 @@ async fn kill_9_mid_stream_leaves_a_consistent_prefix_and_every_program_adopted(
     let client = daemon.connect().await;
     let child = daemon.child;
     let mut rpc = client.rpc();
-    let start = |command: &str, args: &[&str], pty: bool| pb::StartRequest {
-        command: command.into(),
-        args: args.iter().map(|s| (*s).to_owned()).collect(),
-        mode: if pty { pb::Mode::Pty } else { pb::Mode::Pipes }.into(),
-        ..Default::default()
-    };
-    let flood = rpc.start(start("seq", &["1", "50000000"], false)).await.unwrap().into_inner();
+    let flood = Start::pipes("seq").args(["1", "50000000"]).run(&mut rpc).await;
     let ticking =
         "trap 'echo during-gap' USR1; printf 'screen survives\\n'; while :; do sleep 0.05; done";
-    let screen = rpc.start(start("sh", &["-c", ticking], true)).await.unwrap().into_inner();
+    let screen = Start::pty("sh").args(["-c", ticking]).run(&mut rpc).await;
     let ending = "trap 'exit 7' USR2; echo ready; while :; do sleep 0.05; done";
-    let ends = rpc.start(start("sh", &["-c", ending], false)).await.unwrap().into_inner();
+    let ends = Start::pipes("sh").args(["-c", ending]).run(&mut rpc).await;
     follow_bytes(&mut rpc, screen.id, 16).await;
     follow_bytes(&mut rpc, ends.id, 6).await;
     follow_bytes(&mut rpc, flood.id, 2 << 20).await;
@@ -217,7 +196,7 @@ async fn kill_9_mid_stream_leaves_a_consistent_prefix_and_every_program_adopted(
         rpc.kill(pb::KillRequest { proc: by_id(id) }).await.unwrap();
     }
     // Ids are never reused.
-    let next = rpc.start(start("true", &[], false)).await.unwrap().into_inner();
+    let next = Start::pipes("true").run(&mut rpc).await;
     assert!(next.id > screen.id);
     rpc.cleanup(pb::CleanupRequest { proc: by_id(flood.id) }).await.unwrap();
     assert!(unsafe_free_kill(child.id(), "TERM"));
@@ -289,16 +268,7 @@ async fn an_exit_once_reported_survives_kill_9() {
         let mut daemon = spawn_daemon(d.path());
         let client = daemon.connect().await;
         let mut rpc = client.rpc();
-        let p = rpc
-            .start(pb::StartRequest {
-                command: "sh".into(),
-                args: vec!["-c".into(), "echo out; exit 7".into()],
-                mode: pb::Mode::Pipes.into(),
-                ..Default::default()
-            })
-            .await
-            .unwrap()
-            .into_inner();
+        let p = Start::pipes("sh").args(["-c", "echo out; exit 7"]).run(&mut rpc).await;
         let until = pb::WaitCondition { input: Some(false), ..Default::default() };
         let r = rpc
             .wait(pb::WaitRequest { proc: by_id(p.id), until: Some(until), ..Default::default() })
@@ -397,13 +367,9 @@ async fn kill_and_stop_reach_every_descendant_whatever_session_it_made() {
     let mut daemon = spawn_daemon(d.path());
     let client = daemon.connect().await;
     let mut rpc = client.rpc();
-    let start = |script: String| pb::StartRequest {
-        command: "sh".into(),
-        args: vec!["-c".into(), script],
-        ..Default::default()
-    };
+    let sh = |script: &str| Start::new("sh").args(["-c", script]);
     // Killed while running.
-    let running = rpc.start(start(format!("{ESCAPES} exec sleep 300"))).await.unwrap().into_inner();
+    let running = sh(&format!("{ESCAPES} exec sleep 300")).run(&mut rpc).await;
     let escaped = pids_printed(&mut rpc, running.id, &["own_session", "daemonized"]).await;
     assert!(escaped.iter().all(|p| !is_dead(*p)), "{escaped:?} started");
     let by_id = |id| Some(pb::ProcRef { target: Some(pb::proc_ref::Target::Id(id)) });
@@ -412,7 +378,7 @@ async fn kill_and_stop_reach_every_descendant_whatever_session_it_made() {
         assert!(dies(*pid).await, "{pid} survived the kill of what started it");
     }
     // Ended by itself, leaving a daemon behind: a kill still takes it.
-    let ended = rpc.start(start(LEFT_BEHIND.into())).await.unwrap().into_inner();
+    let ended = sh(LEFT_BEHIND).run(&mut rpc).await;
     let left = pids_printed(&mut rpc, ended.id, &["daemonized"]).await;
     // It printed its last line just before `exit 0`: see it end first.
     let until = pb::WaitCondition { input: Some(false), ..Default::default() };
@@ -426,7 +392,7 @@ async fn kill_and_stop_reach_every_descendant_whatever_session_it_made() {
     assert_eq!(r.exit_code, Some(0), "the recorded exit stays");
     assert!(dies(left[0]).await, "{} outlived the kill", left[0]);
     // Ended by itself, and then the daemon stops: nothing is left.
-    let ended = rpc.start(start(LEFT_BEHIND.into())).await.unwrap().into_inner();
+    let ended = sh(LEFT_BEHIND).run(&mut rpc).await;
     let left = pids_printed(&mut rpc, ended.id, &["own_session", "daemonized"]).await;
     let child = daemon.child;
     assert!(unsafe_free_kill(child.id(), "TERM"));

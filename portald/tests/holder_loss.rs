@@ -18,13 +18,9 @@ fn by_id(id: u64) -> Option<pb::ProcRef> {
 
 /// A program that leaves a child in its session (a background job) and
 /// says so.
-fn with_a_job(pty: bool) -> pb::StartRequest {
-    pb::StartRequest {
-        command: "sh".into(),
-        args: vec!["-c".into(), "sleep 300 & echo up; wait".into()],
-        mode: if pty { pb::Mode::Pty } else { pb::Mode::Pipes }.into(),
-        ..Default::default()
-    }
+fn with_a_job(pty: bool) -> Start {
+    let start = if pty { Start::pty } else { Start::pipes };
+    start("sh").args(["-c", "sleep 300 & echo up; wait"])
 }
 
 /// Every live process of session `sid` (a program leads its own).
@@ -58,20 +54,10 @@ async fn answers<T>(what: &str, f: impl Future<Output = T>) -> T {
 
 /// The daemon still starts programs, hears their exits, kills, and stops.
 async fn still_works(rpc: &mut Rpc, daemon: Daemon) {
-    let exits = pb::StartRequest {
-        command: "sh".into(),
-        args: vec!["-c".into(), "exit 3".into()],
-        ..Default::default()
-    };
-    let p = answers("a start", rpc.start(exits)).await.unwrap().into_inner();
+    let p = answers("a start", Start::new("sh").args(["-c", "exit 3"]).run(rpc)).await;
     let ended = wait_end(rpc, p.id).await;
     assert_eq!((ended.status(), ended.exit_code), (pb::Status::Exited, Some(3)));
-    let sleeper = pb::StartRequest {
-        command: "sleep".into(),
-        args: vec!["300".into()],
-        ..Default::default()
-    };
-    let p = answers("a start", rpc.start(sleeper)).await.unwrap().into_inner();
+    let p = answers("a start", Start::new("sleep").args(["300"]).run(rpc)).await;
     answers("a kill", rpc.kill(pb::KillRequest { proc: by_id(p.id) })).await.unwrap();
     assert_eq!(wait_end(rpc, p.id).await.status(), pb::Status::Killed);
     assert!(dies(p.pid).await);
@@ -100,8 +86,8 @@ async fn a_killed_holder_takes_its_programs_and_the_daemon_carries_on() {
     let d = dir();
     let mut daemon = spawn_daemon(d.path());
     let mut rpc = daemon.connect().await.rpc();
-    let pty = rpc.start(with_a_job(true)).await.unwrap().into_inner();
-    let pipes = rpc.start(with_a_job(false)).await.unwrap().into_inner();
+    let pty = with_a_job(true).run(&mut rpc).await;
+    let pipes = with_a_job(false).run(&mut rpc).await;
     follow_bytes_text(&mut rpc, pty.id, "up").await;
     follow_bytes_text(&mut rpc, pipes.id, "up").await;
     let members: Vec<u32> = [pty.pid, pipes.pid].into_iter().flat_map(session).collect();
@@ -128,8 +114,8 @@ async fn a_holder_killed_while_no_daemon_runs_leaves_nothing_running() {
     let d = dir();
     let mut daemon = spawn_daemon(d.path());
     let mut rpc = daemon.connect().await.rpc();
-    let pty = rpc.start(with_a_job(true)).await.unwrap().into_inner();
-    let pipes = rpc.start(with_a_job(false)).await.unwrap().into_inner();
+    let pty = with_a_job(true).run(&mut rpc).await;
+    let pipes = with_a_job(false).run(&mut rpc).await;
     follow_bytes_text(&mut rpc, pty.id, "up").await;
     follow_bytes_text(&mut rpc, pipes.id, "up").await;
     let members: Vec<u32> = [pty.pid, pipes.pid].into_iter().flat_map(session).collect();

@@ -45,13 +45,7 @@ async fn a_wiped_runtime_directory_leaves_one_daemon_and_it_is_reached_again() {
     let mut daemon = spawn_daemon(d.path());
     let client = daemon.connect().await;
     let mut rpc = client.rpc();
-    let req = pb::StartRequest {
-        command: "sleep".into(),
-        args: vec!["300".into()],
-        name: "survivor".into(),
-        ..Default::default()
-    };
-    rpc.start(req).await.unwrap();
+    Start::new("sleep").args(["300"]).name("survivor").run(&mut rpc).await;
     let first = daemon.child.id();
     std::fs::remove_dir_all(daemon.socket.parent().unwrap()).unwrap();
     // A client that finds no socket starts a daemon, as every client does;

@@ -18,15 +18,6 @@ fn by_id(id: u64) -> Option<pb::ProcRef> {
     Some(pb::ProcRef { target: Some(pb::proc_ref::Target::Id(id)) })
 }
 
-fn pty(command: &str, args: &[&str]) -> pb::StartRequest {
-    pb::StartRequest {
-        command: command.into(),
-        args: args.iter().map(|s| (*s).to_owned()).collect(),
-        mode: pb::Mode::Pty.into(),
-        ..Default::default()
-    }
-}
-
 /// `portal-cli` pointed at the test daemon.
 fn cli(dir: &Path, socket: &Path) -> Command {
     let mut cmd = Command::new(cli_binary());
@@ -171,7 +162,7 @@ async fn an_upgrade_keeps_every_program_and_every_byte_exactly_once() {
     let before = client.info().clone();
     let mut rpc = client.rpc();
 
-    let repl = rpc.start(pty("python3", &["-q"])).await.unwrap().into_inner();
+    let repl = Start::pty("python3").args(["-q"]).run(&mut rpc).await;
     follow_bytes_text(&mut rpc, repl.id, ">>> ").await;
     let write = |id: u64, text: &'static str| pb::WriteRequest {
         proc: by_id(id),
@@ -186,7 +177,7 @@ async fn an_upgrade_keeps_every_program_and_every_byte_exactly_once() {
     follow_bytes_text(&mut rpc, repl.id, "y = 1\r\n>>> ").await;
 
     let printer = "i=0; while :; do i=$((i+1)); echo \"tick $i\"; sleep 0.005; done";
-    let ticker = rpc.start(pty("sh", &["-c", printer])).await.unwrap().into_inner();
+    let ticker = Start::pty("sh").args(["-c", printer]).run(&mut rpc).await;
     let mut follower = cli(d.path(), &daemon.socket)
         .args(["read", &ticker.id.to_string(), "--follow", "--raw"])
         .stdout(Stdio::piped())
@@ -286,7 +277,7 @@ async fn an_upgrade_to_a_binary_that_refuses_to_start_leaves_the_old_daemon_serv
     let client = daemon.connect().await;
     let before = client.info().clone();
     let mut rpc = client.rpc();
-    let shell = rpc.start(pty("sh", &[])).await.unwrap().into_inner();
+    let shell = Start::pty("sh").run(&mut rpc).await;
     let broken = d.path().join("portald-broken");
     std::fs::write(&broken, "#!/bin/sh\necho 'portald: cannot load libportal.so' >&2\nexit 1\n")
         .unwrap();
@@ -340,7 +331,7 @@ async fn an_attached_terminal_attaches_again_after_an_upgrade() {
     let mut daemon = spawn_daemon(d.path());
     let client = daemon.connect().await;
     let mut rpc = client.rpc();
-    let target = rpc.start(pty("cat", &[])).await.unwrap().into_inner();
+    let target = Start::pty("cat").run(&mut rpc).await;
     let typed = |id: u64, text: &'static str| pb::WriteRequest {
         proc: by_id(id),
         data: text.into(),
@@ -351,16 +342,12 @@ async fn an_attached_terminal_attaches_again_after_an_upgrade() {
     // `portal-cli attach` on a terminal of the same daemon: it is carried
     // over by the upgrade too.
     let socket = daemon.socket.to_string_lossy().into_owned();
-    let viewer = rpc
-        .start(pb::StartRequest {
-            env: [("PORTAL_SOCKET".to_owned(), socket), ("PORTAL_NO_AUTOSTART".into(), "1".into())]
-                .into_iter()
-                .collect(),
-            ..pty(&cli_binary().to_string_lossy(), &["attach", &target.id.to_string()])
-        })
-        .await
-        .unwrap()
-        .into_inner();
+    let viewer = Start::pty(cli_binary().to_string_lossy())
+        .args(["attach", &target.id.to_string()])
+        .env("PORTAL_SOCKET", socket)
+        .env("PORTAL_NO_AUTOSTART", "1")
+        .run(&mut rpc)
+        .await;
     let redraws =
         |n: usize| move |s: &str| s.matches("\x1b[2J").count() >= n && s.contains("earlier");
     follow_until(&mut rpc, viewer.id, "the first redraw", redraws(1)).await;

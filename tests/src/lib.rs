@@ -8,7 +8,10 @@
 
 pub mod fake_models;
 pub mod sshd;
+mod start;
 pub mod tmux;
+
+pub use start::Start;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -182,22 +185,17 @@ pub fn by_id(id: u64) -> Option<pb::ProcRef> {
     Some(pb::ProcRef { target: Some(pb::proc_ref::Target::Id(id)) })
 }
 
-/// Starts `command args…` in pipe mode.
+/// Starts `command args…` in pipe mode: [`Start::pipes`] with arguments.
 pub async fn start_pipes(
     rpc: &mut PortalClient<Channel>,
     command: &str,
     args: &[&str],
 ) -> pb::Process {
-    let req = pb::StartRequest {
-        command: command.into(),
-        args: args.iter().map(|s| (*s).to_owned()).collect(),
-        mode: pb::Mode::Pipes.into(),
-        ..Default::default()
-    };
-    rpc.start(req).await.expect("start").into_inner()
+    Start::pipes(command).args(args).run(rpc).await
 }
 
-/// Starts `command args…` on a PTY of `rows`×`cols`.
+/// Starts `command args…` on a PTY of `rows`×`cols`: [`Start::pty`] with
+/// arguments and a size.
 pub async fn start_pty(
     rpc: &mut PortalClient<Channel>,
     command: &str,
@@ -205,14 +203,7 @@ pub async fn start_pty(
     rows: u32,
     cols: u32,
 ) -> pb::Process {
-    let req = pb::StartRequest {
-        command: command.into(),
-        args: args.iter().map(|s| (*s).to_owned()).collect(),
-        mode: pb::Mode::Pty.into(),
-        size: Some(pb::TermSize { rows, cols }),
-        ..Default::default()
-    };
-    rpc.start(req).await.expect("start").into_inner()
+    Start::pty(command).args(args).size(rows, cols).run(rpc).await
 }
 
 /// Follows a process from the start of its history until `done` returns

@@ -40,18 +40,9 @@ async fn agents_hooks_and_the_in_band_emit_fallback() {
         cli(&s, &["agents", "send", &p.id.to_string(), "--key", "once", "--", "go", "on"]).await;
     assert!(ok(&o).contains("already sent"));
     // By name, as everywhere a process is named.
-    let named = pb::StartRequest {
-        command: "sh".into(),
-        args: vec![
-            "-c".into(),
-            "printf '\\033]3008;portal=1;state=done;name=cc\\033\\\\'; read x; echo got $x; read y"
-                .into(),
-        ],
-        mode: pb::Mode::Pty.into(),
-        name: "cc".into(),
-        ..Default::default()
-    };
-    let cc = rpc.start(named).await.unwrap().into_inner();
+    let script =
+        "printf '\\033]3008;portal=1;state=done;name=cc\\033\\\\'; read x; echo got $x; read y";
+    let cc = Start::pty("sh").args(["-c", script]).name("cc").run(&mut rpc).await;
     ok(&cli(&s, &["agents", "wait", "cc", "--state", "done"]).await);
     // NAME is the process's name ("-" for none), KIND the agent's, so two
     // agents of one kind are told apart; --json has the process name too.

@@ -17,20 +17,13 @@ async fn attach_types_into_the_program_and_detaches_leaving_it_running() {
     write(&mut rpc, target.id, b"earlier\r").await;
     wait_for_text(&mut rpc, target.id, pb::Stream::Stdout, "earlier\r\nearlier\r\n").await;
     // Run the CLI itself on a PTY that Portal owns, 30x100.
-    let req = pb::StartRequest {
-        command: CLI.into(),
-        args: vec!["attach".into(), target.id.to_string()],
-        mode: pb::Mode::Pty.into(),
-        size: Some(pb::TermSize { rows: 30, cols: 100 }),
-        env: [
-            ("PORTAL_SOCKET".to_owned(), s.to_string_lossy().into_owned()),
-            ("PORTAL_NO_AUTOSTART".to_owned(), "1".to_owned()),
-        ]
-        .into_iter()
-        .collect(),
-        ..Default::default()
-    };
-    let viewer = rpc.start(req).await.unwrap().into_inner();
+    let viewer = Start::pty(CLI)
+        .args(["attach", &target.id.to_string()])
+        .size(30, 100)
+        .env("PORTAL_SOCKET", s.to_string_lossy())
+        .env("PORTAL_NO_AUTOSTART", "1")
+        .run(&mut rpc)
+        .await;
     // Once the terminal is raw, attach clears it and redraws the program's
     // current screen: what was typed before attaching shows after the clear.
     let (seen, ended) = follow_until(

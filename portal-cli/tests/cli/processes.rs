@@ -196,21 +196,14 @@ async fn ps_fits_the_terminal_it_prints_to() {
     // The CLI on terminals Portal owns, narrow and wide: its rows never
     // wrap, and on the wide one the command shows as far as it fits.
     for cols in [110u32, 200] {
-        let req = pb::StartRequest {
-            command: CLI.into(),
-            args: vec!["ps".into()],
-            mode: pb::Mode::Pty.into(),
-            size: Some(pb::TermSize { rows: 10, cols }),
-            env: [
-                ("PORTAL_SOCKET".to_owned(), s.to_string_lossy().into_owned()),
-                ("PORTAL_NO_AUTOSTART".to_owned(), "1".to_owned()),
-                ("NO_COLOR".to_owned(), "1".to_owned()),
-            ]
-            .into_iter()
-            .collect(),
-            ..Default::default()
-        };
-        let ps = rpc.start(req).await.unwrap().into_inner();
+        let ps = Start::pty(CLI)
+            .args(["ps"])
+            .size(10, cols)
+            .env("PORTAL_SOCKET", s.to_string_lossy())
+            .env("PORTAL_NO_AUTOSTART", "1")
+            .env("NO_COLOR", "1")
+            .run(&mut rpc)
+            .await;
         wait_exit(&mut rpc, ps.id).await;
         let text = String::from_utf8(
             read_all(&mut rpc, ps.id, pb::Stream::Stdout, pb::Encoding::Raw).await,

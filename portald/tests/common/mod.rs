@@ -9,6 +9,13 @@ use std::time::Duration;
 use portal_client::client::Client;
 use portal_proto::v1 as pb;
 
+/// The test kit's start builder, included by path: this crate cannot
+/// depend on `portal-tests`, which depends on it.
+#[path = "../../../tests/src/start.rs"]
+#[allow(unreachable_pub, reason = "written public for the test kit's library")]
+mod start;
+pub(crate) use start::Start;
+
 pub(crate) const BOUND: Duration = Duration::from_secs(10);
 
 pub(crate) fn dir() -> tempfile::TempDir {

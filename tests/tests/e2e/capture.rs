@@ -173,15 +173,12 @@ async fn close_stdin_sends_eof_on_a_pty() {
 async fn pty_children_get_xterm_256color_and_overrides() {
     let d = TestDaemon::start().await;
     let mut rpc = d.rpc();
-    let req = pb::StartRequest {
-        command: "sh".into(),
-        args: vec!["-c".into(), "echo $TERM/$FOO/$PORTAL_SESSION_ID; pwd".into()],
-        mode: pb::Mode::Pty.into(),
-        env: [("FOO".to_owned(), "bar".to_owned())].into_iter().collect(),
-        cwd: "/tmp".into(),
-        ..Default::default()
-    };
-    let p = rpc.start(req).await.unwrap().into_inner();
+    let p = Start::pty("sh")
+        .args(["-c", "echo $TERM/$FOO/$PORTAL_SESSION_ID; pwd"])
+        .env("FOO", "bar")
+        .cwd("/tmp")
+        .run(&mut rpc)
+        .await;
     wait_exit(&mut rpc, p.id).await;
     let out =
         String::from_utf8(read_all(&mut rpc, p.id, pb::Stream::Stdout, pb::Encoding::Text).await)

@@ -33,12 +33,8 @@ async fn missing_programs_and_bad_directories_leave_nothing_behind() {
     let d = TestDaemon::start().await;
     let mut rpc = d.rpc();
     for pty in [false, true] {
-        let req = pb::StartRequest {
-            command: "no-such-program-xyz".into(),
-            mode: if pty { pb::Mode::Pty } else { pb::Mode::Pipes }.into(),
-            ..Default::default()
-        };
-        let err = rpc.start(req).await.unwrap_err();
+        let start = if pty { Start::pty } else { Start::pipes };
+        let err = rpc.start(start("no-such-program-xyz").request()).await.unwrap_err();
         assert_eq!(err.code(), Code::InvalidArgument);
         assert!(
             err.message().contains("cannot execute \"no-such-program-xyz\""),
@@ -46,9 +42,7 @@ async fn missing_programs_and_bad_directories_leave_nothing_behind() {
             err.message()
         );
     }
-    let req =
-        pb::StartRequest { command: "sh".into(), cwd: "/no/such/dir".into(), ..Default::default() };
-    let err = rpc.start(req).await.unwrap_err();
+    let err = rpc.start(Start::new("sh").cwd("/no/such/dir").request()).await.unwrap_err();
     assert_eq!(err.code(), Code::InvalidArgument);
     assert!(err.message().contains("/no/such/dir"), "{}", err.message());
     let list = rpc.list(pb::ListRequest {}).await.unwrap().into_inner();
@@ -74,13 +68,7 @@ async fn bad_signals_sizes_and_writes_are_refused() {
     let err = rpc.screen(req).await.unwrap_err();
     assert_eq!(err.code(), Code::InvalidArgument);
     assert!(err.message().contains("resize.rows"), "{}", err.message());
-    let req = pb::StartRequest {
-        command: "sh".into(),
-        mode: pb::Mode::Pty.into(),
-        size: Some(pb::TermSize { rows: 24, cols: 100_000 }),
-        ..Default::default()
-    };
-    let err = rpc.start(req).await.unwrap_err();
+    let err = rpc.start(Start::pty("sh").size(24, 100_000).request()).await.unwrap_err();
     assert!(err.message().contains("size.cols"), "{}", err.message());
     rpc.kill(pb::KillRequest { proc: by_id(p.id) }).await.unwrap();
     let err = rpc

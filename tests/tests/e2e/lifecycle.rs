@@ -140,13 +140,7 @@ async fn kill_all_kills_only_running_processes() {
 async fn idle_timeout_kills_but_keeps_the_data() {
     let d = TestDaemon::start().await;
     let mut rpc = d.rpc();
-    let req = pb::StartRequest {
-        command: "sh".into(),
-        args: vec!["-c".into(), "echo hi; sleep 300".into()],
-        timeout_ms: 300,
-        ..Default::default()
-    };
-    let p = rpc.start(req).await.unwrap().into_inner();
+    let p = Start::new("sh").args(["-c", "echo hi; sleep 300"]).timeout_ms(300).run(&mut rpc).await;
     let end = wait_exit(&mut rpc, p.id).await;
     assert_eq!(end.status(), pb::Status::TimedOut);
     assert_eq!(end.exit_signal, Some(9));
@@ -176,20 +170,16 @@ async fn cleanup_only_after_the_end_and_ids_are_never_reused() {
 async fn names_identify_processes_and_are_unique() {
     let d = TestDaemon::start().await;
     let mut rpc = d.rpc();
-    let req = |name: &str| pb::StartRequest {
-        command: "cat".into(),
-        name: name.into(),
-        ..Default::default()
-    };
-    let p = rpc.start(req("editor")).await.unwrap().into_inner();
-    let err = rpc.start(req("editor")).await.unwrap_err();
+    let editor = || Start::new("cat").name("editor");
+    let p = editor().run(&mut rpc).await;
+    let err = rpc.start(editor().request()).await.unwrap_err();
     assert_eq!(err.code(), tonic::Code::AlreadyExists);
     let by_name = Some(pb::ProcRef { target: Some(pb::proc_ref::Target::Name("editor".into())) });
     let got = rpc.inspect(pb::InspectRequest { proc: by_name.clone() }).await.unwrap().into_inner();
     assert_eq!(got.id, p.id);
     rpc.kill(pb::KillRequest { proc: by_name.clone() }).await.unwrap();
     rpc.cleanup(pb::CleanupRequest { proc: by_name }).await.unwrap();
-    rpc.start(req("editor")).await.unwrap();
+    editor().run(&mut rpc).await;
     d.stop().await;
 }
 

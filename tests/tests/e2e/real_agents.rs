@@ -50,16 +50,13 @@ fn setup(make: Prepare, server: &FakeModel) -> Setup {
 }
 
 async fn start_agent(rpc: &mut Rpc, program: &Path, args: &[&str], s: &Setup) -> pb::Process {
-    let req = pb::StartRequest {
-        command: program.display().to_string(),
-        args: args.iter().map(|a| (*a).to_owned()).collect(),
-        cwd: s.work.display().to_string(),
-        env: s.env.clone(),
-        mode: pb::Mode::Pty.into(),
-        size: Some(pb::TermSize { rows: 40, cols: 120 }),
-        ..Default::default()
-    };
-    rpc.start(req).await.unwrap().into_inner()
+    Start::pty(program.display().to_string())
+        .args(args)
+        .cwd(&s.work)
+        .envs(&s.env)
+        .size(40, 120)
+        .run(rpc)
+        .await
 }
 
 async fn agent(rpc: &mut Rpc, id: u64) -> Option<pb::Agent> {

@@ -4,7 +4,7 @@
 //! an ended process over; and both survive a daemon restart.
 
 use portal_proto::v1 as pb;
-use portal_tests::{bounded, by_id, config_in, test_dir, wait_exit, wait_until};
+use portal_tests::{Start, bounded, by_id, config_in, test_dir, wait_exit, wait_until};
 
 type Rpc = pb::portal_client::PortalClient<tonic::transport::Channel>;
 
@@ -24,14 +24,12 @@ async fn a_failed_run_is_restarted_under_its_name_until_the_limit() {
     let shutdown = tokio_util::sync::CancellationToken::new();
     let task = tokio::spawn(portald::serve(listener, shutdown.clone()));
     let mut rpc = portal_client::client::Client::connect(&config.socket).await.unwrap().rpc();
-    let req = pb::StartRequest {
-        command: "sh".into(),
-        args: vec!["-c".into(), "echo run; exit 3".into()],
-        name: "flaky".into(),
-        restart: Some(pb::RestartPolicy { on_failure: true, max_restarts: 2, backoff_ms: 10 }),
-        ..Default::default()
-    };
-    let first = rpc.start(req).await.unwrap().into_inner();
+    let first = Start::new("sh")
+        .args(["-c", "echo run; exit 3"])
+        .name("flaky")
+        .restart_on_failure(2, 10)
+        .run(&mut rpc)
+        .await;
     // The third run (two restarts) ends too, and is the last.
     let last = wait_until("the second restart to end", async || {
         let p = inspect_name(&mut rpc, "flaky").await;
@@ -60,19 +58,13 @@ async fn a_failed_run_is_restarted_under_its_name_until_the_limit() {
     }
 
     // A start refuses an ended process's name unless told to take it over.
-    let again = |replace_ended| pb::StartRequest {
-        command: "sleep".into(),
-        args: vec!["600".into()],
-        name: "flaky".into(),
-        replace_ended,
-        ..Default::default()
-    };
-    let refused = rpc.start(again(false)).await.unwrap_err();
+    let again = |replace| Start::new("sleep").args(["600"]).name("flaky").replace_ended(replace);
+    let refused = rpc.start(again(false).request()).await.unwrap_err();
     assert_eq!(refused.code(), tonic::Code::AlreadyExists, "{refused:?}");
-    let taken = rpc.start(again(true)).await.unwrap().into_inner();
+    let taken = again(true).run(&mut rpc).await;
     assert_eq!(inspect_name(&mut rpc, "flaky").await.id, taken.id);
     // A running one keeps its name, whatever the flag says.
-    let refused = rpc.start(again(true)).await.unwrap_err();
+    let refused = rpc.start(again(true).request()).await.unwrap_err();
     assert_eq!(refused.code(), tonic::Code::AlreadyExists, "{refused:?}");
 
     // The name stays with the newest run across a daemon restart.
@@ -95,14 +87,12 @@ async fn a_failed_run_is_restarted_under_its_name_until_the_limit() {
 async fn a_signal_is_a_failure_and_a_kill_is_not() {
     let d = portal_tests::TestDaemon::start().await;
     let mut rpc = d.rpc();
-    let req = pb::StartRequest {
-        command: "sleep".into(),
-        args: vec!["600".into()],
-        name: "server".into(),
-        restart: Some(pb::RestartPolicy { on_failure: true, max_restarts: 3, backoff_ms: 10 }),
-        ..Default::default()
-    };
-    let first = rpc.start(req).await.unwrap().into_inner();
+    let first = Start::new("sleep")
+        .args(["600"])
+        .name("server")
+        .restart_on_failure(3, 10)
+        .run(&mut rpc)
+        .await;
     rpc.signal(pb::SignalRequest { proc: by_id(first.id), signal: "TERM".into() }).await.unwrap();
     let second = wait_until("the restart after SIGTERM", async || {
         let p = inspect_name(&mut rpc, "server").await;
@@ -115,13 +105,7 @@ async fn a_signal_is_a_failure_and_a_kill_is_not() {
     assert_eq!(killed.status(), pb::Status::Killed);
     // A restart would take the name; a start taking it over proves none
     // did meanwhile (and the supervision ended with the kill).
-    let plain = pb::StartRequest {
-        command: "true".into(),
-        name: "server".into(),
-        replace_ended: true,
-        ..Default::default()
-    };
-    let third = rpc.start(plain).await.unwrap().into_inner();
+    let third = Start::new("true").name("server").replace_ended(true).run(&mut rpc).await;
     wait_exit(&mut rpc, third.id).await;
     assert_eq!(inspect_name(&mut rpc, "server").await.id, third.id);
     let replaced =
@@ -137,17 +121,11 @@ async fn a_signal_is_a_failure_and_a_kill_is_not() {
 async fn forgetting_a_replaced_run_leaves_the_name_to_the_new_one() {
     let d = portal_tests::TestDaemon::start().await;
     let mut rpc = d.rpc();
-    let start = |replace_ended| pb::StartRequest {
-        command: "sleep".into(),
-        args: vec!["600".into()],
-        name: "web".into(),
-        replace_ended,
-        ..Default::default()
-    };
-    let old = rpc.start(start(false)).await.unwrap().into_inner();
+    let start = |replace| Start::new("sleep").args(["600"]).name("web").replace_ended(replace);
+    let old = start(false).run(&mut rpc).await;
     rpc.kill(pb::KillRequest { proc: by_id(old.id) }).await.unwrap();
     wait_exit(&mut rpc, old.id).await;
-    let new = rpc.start(start(true)).await.unwrap().into_inner();
+    let new = start(true).run(&mut rpc).await;
     rpc.cleanup(pb::CleanupRequest { proc: by_id(old.id) }).await.unwrap();
     assert_eq!(inspect_name(&mut rpc, "web").await.id, new.id);
     d.stop().await;
@@ -157,14 +135,12 @@ async fn forgetting_a_replaced_run_leaves_the_name_to_the_new_one() {
 async fn a_kill_of_a_run_waiting_for_its_restart_cancels_the_restart() {
     let d = portal_tests::TestDaemon::start().await;
     let mut rpc = d.rpc();
-    let req = pb::StartRequest {
-        command: "sh".into(),
-        args: vec!["-c".into(), "exit 3".into()],
-        name: "later".into(),
-        restart: Some(pb::RestartPolicy { on_failure: true, max_restarts: 3, backoff_ms: 30_000 }),
-        ..Default::default()
-    };
-    let first = rpc.start(req).await.unwrap().into_inner();
+    let first = Start::new("sh")
+        .args(["-c", "exit 3"])
+        .name("later")
+        .restart_on_failure(3, 30_000)
+        .run(&mut rpc)
+        .await;
     let pending = wait_until("the restart to be pending", async || {
         let p = inspect_name(&mut rpc, "later").await;
         (p.restart_in_ms > 0).then_some(p)

@@ -290,26 +290,20 @@ async fn start_program(
     args: &[&str],
     env: &[(&str, &str)],
 ) -> u64 {
-    let vars: HashMap<String, String> = [
+    let vars = [
         ("TERM", "xterm-256color"),
         ("HOME", home.to_str().unwrap()),
         ("LANG", "C.UTF-8"),
         ("LC_ALL", "C.UTF-8"),
-    ]
-    .into_iter()
-    .chain(env.iter().copied())
-    .map(|(k, v)| (k.to_owned(), v.to_owned()))
-    .collect();
-    let req = pb::StartRequest {
-        command: command.into(),
-        args: args.iter().map(|s| (*s).to_owned()).collect(),
-        cwd: home.to_str().unwrap().into(),
-        env: vars,
-        mode: pb::Mode::Pty.into(),
-        size: Some(pb::TermSize { rows: 24, cols: 80 }),
-        ..Default::default()
-    };
-    rpc.start(req).await.expect("start").into_inner().id
+    ];
+    Start::pty(command)
+        .args(args)
+        .cwd(home)
+        .envs(vars.into_iter().chain(env.iter().copied()))
+        .size(24, 80)
+        .run(rpc)
+        .await
+        .id
 }
 
 fn shows(s: &pb::ScreenSnapshot, text: &str) -> bool {

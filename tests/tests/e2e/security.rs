@@ -60,16 +60,13 @@ async fn the_process_limit_is_a_clear_error() {
     let mut rpc = d.rpc();
     start_pipes(&mut rpc, "sleep", &["60"]).await;
     let done = start_pipes(&mut rpc, "true", &[]).await;
-    let err = rpc
-        .start(pb::StartRequest { command: "true".into(), ..Default::default() })
-        .await
-        .unwrap_err();
+    let err = rpc.start(Start::new("true").request()).await.unwrap_err();
     assert_eq!(err.code(), tonic::Code::ResourceExhausted);
     assert!(err.message().contains("process limit reached (2)"), "{}", err.message());
     // Cleaning up an ended process makes room.
     wait_exit(&mut rpc, done.id).await;
     rpc.cleanup(pb::CleanupRequest { proc: by_id(done.id) }).await.unwrap();
-    rpc.start(pb::StartRequest { command: "true".into(), ..Default::default() }).await.unwrap();
+    Start::new("true").run(&mut rpc).await;
     d.stop().await;
 }
 

@@ -392,7 +392,8 @@ struct Tree {
 impl Tree {
     /// Follows the `mod x;` declarations from `root` (`x.rs`, or
     /// `x/mod.rs`, beside a root or a `mod.rs`, else in a directory named
-    /// after the file). Inline `mod x { … }` blocks are part of their file.
+    /// after the file). Inline `mod x { … }` blocks are part of their file;
+    /// a module with a `#[path]` is another crate's file, read with it.
     fn read(root: &Path) -> Self {
         let mut files = BTreeMap::new();
         let mut todo = vec![(Module::new(), root.to_path_buf())];
@@ -403,15 +404,25 @@ impl Tree {
             } else {
                 file.with_extension("")
             };
+            // Whether the next module declared has a `#[path]`.
+            let mut by_path = false;
             for w in toks.windows(3) {
-                if let [Tok::Word(kw), Tok::Word(name), Tok::Punct(';')] = w
-                    && kw == "mod"
-                {
-                    let flat = dir.join(format!("{name}.rs"));
-                    let child = if flat.exists() { flat } else { dir.join(name).join("mod.rs") };
-                    let mut path = module.clone();
-                    path.push(name.clone());
-                    todo.push((path, child));
+                match w {
+                    [Tok::Punct('#'), Tok::Punct('['), Tok::Word(attr)] if attr == "path" => {
+                        by_path = true;
+                    }
+                    [Tok::Word(kw), Tok::Word(name), end] if kw == "mod" => {
+                        if std::mem::take(&mut by_path) || *end != Tok::Punct(';') {
+                            continue;
+                        }
+                        let flat = dir.join(format!("{name}.rs"));
+                        let child =
+                            if flat.exists() { flat } else { dir.join(name).join("mod.rs") };
+                        let mut path = module.clone();
+                        path.push(name.clone());
+                        todo.push((path, child));
+                    }
+                    _ => {}
                 }
             }
             files.insert(module, file);
@@ -680,7 +691,8 @@ fn the_import_reader_finds_a_circle_and_nothing_else() {
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
         std::fs::write(path, text).unwrap();
     };
-    write("lib.rs", "mod a;\nmod b;\nmod c;\npub mod d;\n");
+    // g, named by a `#[path]`, is another crate's file (here, none at all).
+    write("lib.rs", "mod a;\nmod b;\nmod c;\npub mod d;\n#[path = \"../x/g.rs\"]\nmod g;\n");
     // a -> b through a use tree, b -> c through a path in place, c -> a
     // through `super::`.
     write("a.rs", "//! [`crate::c`]\nuse crate::{x::Y, b::{self, Z as W}};\n");
@@ -694,6 +706,7 @@ fn the_import_reader_finds_a_circle_and_nothing_else() {
     let tree = Tree::read(&dir.path().join("lib.rs"));
     let imports = tree.imports();
     let m = |s: &str| -> Module { s.split("::").map(str::to_owned).collect() };
+    assert!(tree.files.contains_key(&m("d::f")) && !tree.files.contains_key(&m("g")));
     let siblings = sibling_graph(&imports);
     assert_eq!(siblings[&m("a")], BTreeSet::from([m("b")]), "{siblings:?}");
     let found: Vec<Vec<String>> =

@@ -10,6 +10,7 @@ use anyhow::Context as _;
 use portal_client::client::Client;
 use portal_proto::v1 as pb;
 use portal_proto::v1::portal_client::PortalClient;
+use portal_tests::Start;
 use rmcp::ServiceExt as _;
 use rmcp::model::CallToolRequestParams;
 use serde_json::{Value, json};
@@ -104,13 +105,8 @@ pub(super) fn by_id(id: u64) -> Option<pb::ProcRef> {
 }
 
 pub(super) fn start_request(argv: &[String], pty: bool) -> pb::StartRequest {
-    pb::StartRequest {
-        command: argv[0].clone(),
-        args: argv[1..].to_vec(),
-        cwd: "/".into(),
-        mode: if pty { pb::Mode::Pty } else { pb::Mode::Pipes }.into(),
-        ..Default::default()
-    }
+    let start = if pty { Start::pty } else { Start::pipes };
+    start(&argv[0]).args(&argv[1..]).cwd("/").request()
 }
 
 /// Waits for a process's end without streaming its output (a follow of its
