@@ -7,6 +7,7 @@ Usage: python cost.py /path/to/portal-shim   (PORTAL_SOCKET etc. in the environm
 """
 
 import json
+import os
 import statistics
 import sys
 import time
@@ -21,7 +22,11 @@ ROUNDS = 60
 
 
 async def main(shim: str) -> None:
-    params = StdioServerParameters(command=shim, env={"PORTAL_LOG": "warn"})
+    # The SDK passes a server only a few variables of its own (HOME, PATH…):
+    # the socket to use, and that none may be started, are handed on, or the
+    # shim would start a daemon of its own at HOME's default socket.
+    env = {k: v for k, v in os.environ.items() if k.startswith("PORTAL_")}
+    params = StdioServerParameters(command=shim, env={**env, "PORTAL_LOG": "warn"})
     async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
         await session.initialize()
         await session.list_tools()

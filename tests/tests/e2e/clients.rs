@@ -12,6 +12,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
+use portal_proto::v1 as pb;
 use portal_tests::*;
 use serde_json::Value;
 
@@ -202,5 +203,10 @@ async fn python_sdk_pays_little_for_validating_results() {
     // speed cancels out.
     let ratio = cost["ratio"].as_f64().unwrap();
     assert!(ratio <= 1.5, "process_list costs {ratio:.2}x process_write: {cost}");
+    // The calls reached this test's daemon (the SDK hands a server only a
+    // few variables: without PORTAL_SOCKET the shim would start its own).
+    let listed = d.rpc().list(pb::ListRequest::default()).await.unwrap().into_inner();
+    let named = listed.processes.iter().filter(|p| p.name.starts_with("cost-")).count();
+    assert_eq!(named, 5, "{listed:?}");
     d.stop().await;
 }
