@@ -14,24 +14,28 @@ use portal_client::client::Client;
 use portal_proto::v1 as pb;
 
 /// `portald` for `dir` (socket in `dir/s`, data in `dir/data`) started
-/// through `sh -c SCRIPT`, which ends by exec'ing it with `"$@"`.
-fn spawn_through_sh(dir: &Path, script: &str, env: &[(&str, &str)]) -> std::process::Child {
+/// through `sh -c SCRIPT`, which ends by exec'ing it with `"$@"`; its log
+/// is watched as [`spawn_daemon`]'s is.
+fn spawn_through_sh(dir: &Path, script: &str, env: &[(&str, &str)]) -> Daemon {
+    let socket = dir.join("s").join("portald.sock");
     let mut cmd = Command::new("sh");
     cmd.arg("-c")
         .arg(script)
         .arg(env!("CARGO_BIN_EXE_portald"))
         .arg("--socket")
-        .arg(dir.join("s").join("portald.sock"))
+        .arg(&socket)
         .arg("--data-dir")
         .arg(dir.join("data"))
+        .arg("--log")
+        .arg("info")
         .env("PORTAL_HOLDER", holder_binary())
         .stdin(Stdio::null())
         .stdout(Stdio::null())
-        .stderr(Stdio::null());
+        .stderr(Stdio::piped());
     for (k, v) in env {
         cmd.env(k, v);
     }
-    cmd.spawn().unwrap()
+    watched(cmd.spawn().unwrap(), socket)
 }
 
 async fn pid_of(socket: &Path) -> u32 {
@@ -103,17 +107,16 @@ async fn shutdown_leaves_a_socket_that_is_not_its_own() {
 async fn a_leaked_handover_variable_is_ignored() {
     let d = dir();
     // Descriptors 3 and 4 are open, but they are not a listener and a lock.
-    let child = spawn_through_sh(
+    let mut daemon = spawn_through_sh(
         d.path(),
         r#"exec "$0" "$@" 3</dev/null 4</dev/null"#,
         &[("PORTAL_HANDOVER", "listen=3,lock=4,from=0.0.1")],
     );
-    let socket = d.path().join("s").join("portald.sock");
-    let client = bounded_connect(&socket).await;
+    let client = daemon.connect().await;
     let info = client.rpc().get_info(pb::GetInfoRequest {}).await.unwrap().into_inner();
-    assert_eq!(info.pid, child.id(), "it started as a daemon of its own");
-    assert!(unsafe_free_kill(child.id(), "TERM"));
-    assert!(wait_child(child).await.success());
+    assert_eq!(info.pid, daemon.child.id(), "it started as a daemon of its own");
+    assert!(unsafe_free_kill(daemon.child.id(), "TERM"));
+    assert!(wait_child(daemon.child).await.success());
 }
 
 #[tokio::test]
@@ -163,18 +166,4 @@ os.execv(sys.argv[3], sys.argv[3:])
     Client::connect(&first.socket).await.unwrap();
     assert!(unsafe_free_kill(first.child.id(), "TERM"));
     assert!(wait_child(first.child).await.success());
-}
-
-/// Connects once something answers at `socket`, within the bound.
-async fn bounded_connect(socket: &Path) -> Client {
-    let deadline = tokio::time::Instant::now() + BOUND;
-    loop {
-        if let Ok(c) = Client::connect(socket).await {
-            return c;
-        }
-        assert!(tokio::time::Instant::now() < deadline, "nothing answered on {}", socket.display());
-        // Nothing tells a test that another process started listening
-        // but trying again.
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
 }

@@ -52,7 +52,7 @@ pub(crate) fn spawn_daemon_from(dir: &Path, binary: &Path) -> Daemon {
 /// As [`spawn_daemon_from`], with `envs` in the daemon's environment.
 pub(crate) fn spawn_daemon_with(dir: &Path, binary: &Path, envs: &[(&str, &str)]) -> Daemon {
     let socket = dir.join("s").join("portald.sock");
-    let mut child = Command::new(binary)
+    let child = Command::new(binary)
         .envs(envs.iter().copied())
         .env("PORTAL_HOLDER", holder_binary())
         .arg("--socket")
@@ -68,10 +68,15 @@ pub(crate) fn spawn_daemon_with(dir: &Path, binary: &Path, envs: &[(&str, &str)]
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
+    watched(child, socket)
+}
+
+/// A daemon whose stderr is piped: its log is drained to the end (so it
+/// never blocks on it), shown in the test's output, and handed to the test
+/// line by line (see [`Daemon::wait_log`]).
+pub(crate) fn watched(mut child: Child, socket: PathBuf) -> Daemon {
     let (tx, log) = tokio::sync::mpsc::unbounded_channel();
     let stderr = child.stderr.take().unwrap();
-    // Drains the log to the end (so the daemon never blocks on it), shows
-    // it in the test's output, and hands each line to the test.
     std::thread::spawn(move || {
         use std::io::BufRead as _;
         for line in std::io::BufReader::new(stderr).lines().map_while(Result::ok) {
@@ -100,7 +105,8 @@ impl Daemon {
     /// Connects once the daemon reports that it listens (connections made
     /// before it serves wait in the socket's backlog).
     pub(crate) async fn connect(&mut self) -> Client {
-        self.wait_log("that it listens", |l| l.contains("listening")).await;
+        // Its own INFO line, not a warning that names a listening socket.
+        self.wait_log("that it listens", |l| l.contains("INFO") && l.contains(" listening ")).await;
         Client::connect(&self.socket).await.unwrap()
     }
 }
