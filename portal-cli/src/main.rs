@@ -43,7 +43,7 @@ use portal_client::client::Client;
 use portal_client::error::ClientError;
 use portal_client::hosts::{self, Hosts, Target};
 use portal_client::launch::LaunchOptions;
-use portal_client::paths;
+use portal_client::{paths, user};
 use portal_proto::v1 as pb;
 
 /// Portal: run and drive interactive terminal programs through portald.
@@ -507,9 +507,11 @@ fn who_am_i(command: &str) -> String {
         .or_else(|_| std::env::var("LOGNAME"))
         .ok()
         .filter(|u| !u.is_empty())
-        .or_else(paths::user_name)
-        .unwrap_or_else(|| format!("uid {}", paths::uid()));
-    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+        .or_else(user::name)
+        .unwrap_or_else(|| format!("uid {}", user::current()));
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .or_else(|_| std::env::var("COMPUTERNAME"))
+        .unwrap_or_default();
     format!("portal-cli {command} ({user}@{})", host.trim())
 }
 

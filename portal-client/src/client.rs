@@ -11,7 +11,6 @@
 //! protocol version. The generated stub is available through
 //! [`Client::rpc`]; it is cheap to clone (one HTTP/2 connection shared).
 
-use std::os::unix::fs::MetadataExt as _;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
@@ -49,14 +48,28 @@ pub fn check_socket_path(socket: &Path) -> Result<(), ClientError> {
     Ok(())
 }
 
+/// On Windows a pipe name is no file and has no directory: who may serve
+/// and open it is the pipe's own security descriptor, and the server's
+/// user is checked on every connection (see `dial`).
+///
+/// # Errors
+/// None on Windows.
+#[cfg(windows)]
+#[allow(clippy::unnecessary_wraps, reason = "the same signature as on Unix")]
+pub fn verify_location(_socket: &Path) -> Result<(), ClientError> {
+    Ok(())
+}
+
 /// Checks that `socket` and its directory are this user's and that nobody
 /// else may write to either. A socket that does not exist yet is fine (the
 /// daemon creates it); a directory that does not exist is fine too.
 ///
 /// # Errors
 /// [`ClientError::Untrusted`] naming the path and its owner.
+#[cfg(unix)]
 pub fn verify_location(socket: &Path) -> Result<(), ClientError> {
-    let me = crate::paths::uid();
+    use std::os::unix::fs::MetadataExt as _;
+    let me = crate::user::current();
     let dir = socket.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
     let check = |path: &Path, what: &str| -> Result<(), ClientError> {
         let Ok(meta) = std::fs::metadata(path) else { return Ok(()) };
@@ -102,6 +115,9 @@ pub async fn dial_verified(socket: &Path) -> Result<Conn, ClientError> {
     }
 }
 
+/// What a user id is called in messages.
+const USER: &str = if cfg!(windows) { "user" } else { "uid" };
+
 /// Dials `socket` and refuses a peer running as another user (or one whose
 /// user the kernel does not tell).
 async fn dial(
@@ -109,11 +125,11 @@ async fn dial(
     refused: Arc<Mutex<Option<ClientError>>>,
 ) -> std::io::Result<TokioIo<Conn>> {
     let conn = transport::dial(&socket).await?;
-    let me = crate::paths::uid();
+    let me = crate::user::current();
     if conn.peer().uid != Some(me) {
         let peer =
-            conn.peer().uid.map_or_else(|| "an unknown user".to_owned(), |u| format!("uid {u}"));
-        let reason = format!("the process serving it runs as {peer}, not as you (uid {me})");
+            conn.peer().uid.map_or_else(|| "an unknown user".to_owned(), |u| format!("{USER} {u}"));
+        let reason = format!("the process serving it runs as {peer}, not as you ({USER} {me})");
         let msg = format!("{}: {reason}", socket.display());
         *refused.lock().unwrap_or_else(std::sync::PoisonError::into_inner) =
             Some(ClientError::Untrusted { path: socket, reason });

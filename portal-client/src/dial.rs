@@ -11,6 +11,7 @@
 //! ([`crate::handshake`]): its daemon answered, speaking protocol N, or why
 //! it could not reach one.
 
+#[cfg(unix)]
 use std::os::fd::{AsFd as _, BorrowedFd, OwnedFd};
 
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt as _};
@@ -39,6 +40,7 @@ type Output = Box<dyn AsyncWrite + Unpin + Send>;
 /// costs a round trip no thread hop; anything else (a terminal, a file)
 /// goes through tokio's blocking stdin, and is never made non-blocking (a
 /// terminal would stay so for the shell after this process).
+#[cfg(unix)]
 fn stdin() -> Input {
     polled(
         std::io::stdin().as_fd(),
@@ -49,6 +51,7 @@ fn stdin() -> Input {
 }
 
 /// Standard output, as [`stdin`] does it.
+#[cfg(unix)]
 fn stdout() -> Output {
     polled(
         std::io::stdout().as_fd(),
@@ -58,8 +61,22 @@ fn stdout() -> Output {
     .unwrap_or_else(|_| Box::new(tokio::io::stdout()))
 }
 
+/// Standard input on Windows: tokio's, read on a blocking thread (an
+/// anonymous pipe cannot be polled there).
+#[cfg(windows)]
+fn stdin() -> Input {
+    Box::new(tokio::io::stdin())
+}
+
+/// Standard output on Windows, as [`stdin`] does it.
+#[cfg(windows)]
+fn stdout() -> Output {
+    Box::new(tokio::io::stdout())
+}
+
 /// A copy of `fd` as a stream the runtime polls: `pipe` makes one of a
 /// pipe, `sock` of a socket; anything else is `Unsupported`.
+#[cfg(unix)]
 fn polled<T>(
     fd: BorrowedFd<'_>,
     pipe: impl FnOnce(OwnedFd) -> std::io::Result<T>,
@@ -74,12 +91,14 @@ fn polled<T>(
 }
 
 /// What a standard stream is.
+#[cfg(unix)]
 enum Kind {
     Pipe,
     Socket,
     Other,
 }
 
+#[cfg(unix)]
 fn kind(fd: &OwnedFd) -> std::io::Result<Kind> {
     use std::os::unix::fs::FileTypeExt as _;
     let file = std::fs::File::from(fd.try_clone()?);
@@ -93,6 +112,7 @@ fn kind(fd: &OwnedFd) -> std::io::Result<Kind> {
     })
 }
 
+#[cfg(unix)]
 fn socket(fd: OwnedFd) -> std::io::Result<tokio::net::UnixStream> {
     let s = std::os::unix::net::UnixStream::from(fd);
     s.set_nonblocking(true)?;

@@ -133,7 +133,6 @@ fn daemon_log(opts: &LaunchOptions) -> PathBuf {
 }
 
 fn spawn_daemon(opts: &LaunchOptions) -> Result<Child, ClientError> {
-    use std::os::unix::process::CommandExt;
     let daemon = crate::paths::daemon_binary().ok_or_else(|| {
         ClientError::Launch(format!(
             "no portald binary beside {} or on PATH; install it or set {}",
@@ -149,12 +148,55 @@ fn spawn_daemon(opts: &LaunchOptions) -> Result<Child, ClientError> {
     if let Some(dir) = &opts.data_dir {
         cmd.arg("--data-dir").arg(dir);
     }
-    // Its own process group: a Ctrl-C aimed at the client must not reach it.
-    // The daemon then calls setsid() itself to leave the client's session.
-    cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null()).process_group(0);
+    cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null());
+    detach(&mut cmd);
     tracing::info!(daemon = %daemon.display(), socket = %opts.socket.display(), "starting portald");
-    cmd.spawn()
-        .map_err(|e| ClientError::Launch(format!("cannot execute {}: {e}", daemon.display())))
+    let spawned = cmd.spawn();
+    #[cfg(windows)]
+    let spawned = spawned.or_else(|e| inside_a_job(&mut cmd, &e));
+    spawned.map_err(|e| ClientError::Launch(format!("cannot execute {}: {e}", daemon.display())))
+}
+
+/// Its own process group: a Ctrl-C aimed at the client must not reach it.
+/// The daemon then calls setsid() itself to leave the client's session.
+#[cfg(unix)]
+fn detach(cmd: &mut Command) {
+    use std::os::unix::process::CommandExt as _;
+    cmd.process_group(0);
+}
+
+/// `DETACHED_PROCESS`: no console (so no window, and no Ctrl+C from the
+/// client's); its own process group; and out of the client's job, so that
+/// an MCP host that kills its job on exit does not take the daemon and its
+/// programs with it.
+#[cfg(windows)]
+const DETACHED: u32 = 0x0000_0008 | 0x0000_0200 | 0x0100_0000;
+
+/// The same without `CREATE_BREAKAWAY_FROM_JOB`.
+#[cfg(windows)]
+const DETACHED_IN_JOB: u32 = 0x0000_0008 | 0x0000_0200;
+
+#[cfg(windows)]
+fn detach(cmd: &mut Command) {
+    use std::os::windows::process::CommandExt as _;
+    cmd.creation_flags(DETACHED);
+}
+
+/// A job that forbids breaking away refuses `CREATE_BREAKAWAY_FROM_JOB`
+/// (access denied): the daemon starts inside it then, and says it will end
+/// with its client's job.
+#[cfg(windows)]
+fn inside_a_job(cmd: &mut Command, e: &std::io::Error) -> std::io::Result<Child> {
+    use std::os::windows::process::CommandExt as _;
+    if e.kind() != std::io::ErrorKind::PermissionDenied {
+        return Err(std::io::Error::new(e.kind(), e.to_string()));
+    }
+    tracing::warn!(
+        "this client's job does not let portald break away: portald starts inside it and ends \
+         when the job does (start portald yourself, or register it with `portal-cli service \
+         install`, to keep it)"
+    );
+    cmd.creation_flags(DETACHED_IN_JOB).spawn()
 }
 
 /// Waits for the daemon child on a thread so it never lingers as a zombie of

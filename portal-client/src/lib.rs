@@ -11,9 +11,10 @@
 //! import each other. The tidy test in `tests/tests/e2e/tidy.rs` reads the
 //! modules of each layer from the numbered lines below and checks it.
 //!
-//! 0. [`paths`], [`hosts`], [`error`], [`identity`], [`handshake`], [`vocab`], [`osc3008`]
+//! 0. [`user`], [`hosts`], [`error`], [`identity`], [`handshake`], [`vocab`], [`osc3008`]
 //!    (the leaves: they import nothing of this crate)
-//!    - [`paths`]: where the socket, the database and the daemon log live.
+//!    - [`user`]: who a process runs as (a uid, a Windows SID): what every
+//!      connection is checked against.
 //!    - [`hosts`]: which portald to talk to: this machine's, or another's
 //!      named in the hosts file or by an `ssh://` URL.
 //!    - [`error`]: [`error::ClientError`], every way a client can fail to
@@ -23,7 +24,9 @@
 //!    - [`vocab`]: the one definition of every state, status, reason and
 //!      source name (serde, JSON Schema, text), and its wire enum.
 //!    - [`osc3008`]: the in-band agent-state record a PTY carries.
-//! 1. [`transport`], [`ssh`], [`environ`], [`view`]
+//! 1. [`paths`], [`transport`], [`ssh`], [`environ`], [`view`]
+//!    - [`paths`]: where the socket (or pipe), the database and the daemon
+//!      log live.
 //!    - [`transport`]: the platform seam for local connections (Unix
 //!      sockets, and named pipes by the same API), with each peer's
 //!      credentials; the daemon listens through it.
@@ -57,6 +60,7 @@ pub mod osc3008;
 pub mod paths;
 pub mod ssh;
 pub mod transport;
+pub mod user;
 pub mod view;
 pub mod vocab;
 pub mod waits;

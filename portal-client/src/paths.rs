@@ -24,7 +24,11 @@ pub const DATABASE_FILE: &str = "portal.db";
 /// File name of the auto-started daemon's log inside the data directory.
 pub const DAEMON_LOG_FILE: &str = "portald.log";
 /// `sun_path` in `struct sockaddr_un` holds 108 bytes including the NUL.
+#[cfg(unix)]
 pub const MAX_SOCKET_PATH_BYTES: usize = 107;
+/// A pipe name (`\\.\pipe\…`) may be 256 characters long.
+#[cfg(windows)]
+pub const MAX_SOCKET_PATH_BYTES: usize = 256;
 
 fn project_dirs() -> Option<directories::ProjectDirs> {
     directories::ProjectDirs::from("dev", "portal", "portal")
@@ -32,55 +36,6 @@ fn project_dirs() -> Option<directories::ProjectDirs> {
 
 fn env_path(name: &str) -> Option<PathBuf> {
     std::env::var_os(name).filter(|v| !v.is_empty()).map(PathBuf::from)
-}
-
-/// The effective user id of this process.
-#[must_use]
-#[allow(unsafe_code, reason = "getuid has no safe wrapper in std")]
-pub fn uid() -> u32 {
-    // SAFETY: getuid takes no arguments, cannot fail and touches no memory.
-    unsafe { libc::getuid() }
-}
-
-/// Most bytes of the password-database buffer asked for: a record is a few
-/// hundred bytes; the bound stops a broken NSS module from growing it forever.
-const MAX_PASSWD_BUFFER_BYTES: usize = 1 << 20;
-
-/// This process's user name from the password database (`getpwuid_r`, so
-/// NSS sources such as LDAP count); `None` when the uid has no entry.
-#[must_use]
-#[allow(unsafe_code, reason = "getpwuid_r has no safe wrapper in std")]
-pub fn user_name() -> Option<String> {
-    let mut buf = vec![0u8; 1024];
-    loop {
-        // SAFETY: `passwd` is plain data (pointers and integers) for which
-        // all-zero bytes are a valid value; getpwuid_r fills it.
-        let mut pwd: libc::passwd = unsafe { std::mem::zeroed() };
-        let mut found: *mut libc::passwd = std::ptr::null_mut();
-        // SAFETY: every pointer is to a live local of the right type, and
-        // `buf.len()` is the buffer's true length; the strings written into
-        // `pwd` point into `buf`, which outlives their use below.
-        let rc = unsafe {
-            libc::getpwuid_r(
-                uid(),
-                &raw mut pwd,
-                buf.as_mut_ptr().cast(),
-                buf.len(),
-                &raw mut found,
-            )
-        };
-        if rc == libc::ERANGE && buf.len() < MAX_PASSWD_BUFFER_BYTES {
-            buf.resize(buf.len() * 2, 0);
-            continue;
-        }
-        if rc != 0 || found.is_null() || pwd.pw_name.is_null() {
-            return None;
-        }
-        // SAFETY: on success `pw_name` is a NUL-terminated string inside
-        // `buf`, which is still alive.
-        let name = unsafe { std::ffi::CStr::from_ptr(pwd.pw_name) };
-        return name.to_str().ok().filter(|n| !n.is_empty()).map(str::to_owned);
-    }
 }
 
 /// The runtime directory for the socket: `$XDG_RUNTIME_DIR/portal`; where
@@ -118,13 +73,22 @@ pub fn set_data_dir(path: PathBuf) {
 
 /// The socket path: the `--socket` flag ([`set_socket`]), else
 /// `PORTAL_SOCKET`, else [`runtime_dir`]`/portald.sock`.
+/// On Windows the default is the named pipe `\\.\pipe\portald-<SID>`:
+/// one per user, and no other user can serve it unnoticed (the client
+/// checks the server's SID before it sends anything).
 #[must_use]
 pub fn socket_path() -> PathBuf {
-    SOCKET_FLAG
-        .get()
-        .cloned()
-        .or_else(|| env_path(ENV_SOCKET))
-        .unwrap_or_else(|| runtime_dir().join(SOCKET_FILE))
+    SOCKET_FLAG.get().cloned().or_else(|| env_path(ENV_SOCKET)).unwrap_or_else(default_socket)
+}
+
+#[cfg(unix)]
+fn default_socket() -> PathBuf {
+    runtime_dir().join(SOCKET_FILE)
+}
+
+#[cfg(windows)]
+fn default_socket() -> PathBuf {
+    PathBuf::from(format!(r"\\.\pipe\portald-{}", crate::user::current()))
 }
 
 /// The data directory this process was given: the `--data-dir` flag
@@ -145,7 +109,7 @@ fn default_data_dir() -> PathBuf {
         Some(d) => {
             d.state_dir().map_or_else(|| d.data_local_dir().to_path_buf(), Path::to_path_buf)
         }
-        None => PathBuf::from(format!("/tmp/portal-{}", uid())).join("state"),
+        None => PathBuf::from(format!("/tmp/portal-{}", crate::user::current())).join("state"),
     }
 }
 
@@ -159,7 +123,8 @@ pub fn daemon_binary() -> Option<PathBuf> {
     let beside = std::env::current_exe().ok().and_then(|exe| {
         let dir = exe.parent()?;
         // Test binaries live in target/<profile>/deps; the daemon one level up.
-        [dir.join("portald"), dir.parent()?.join("portald")].into_iter().find(|p| p.is_file())
+        let name = exe_name("portald");
+        [dir.join(&name), dir.parent()?.join(&name)].into_iter().find(|p| p.is_file())
     });
     beside.or_else(|| find_on_path("portald"))
 }
@@ -174,13 +139,20 @@ pub fn holder_binary() -> Option<PathBuf> {
     }
     let beside = std::env::current_exe().ok().and_then(|exe| {
         let dir = exe.parent()?;
-        let name = "portal-holder";
-        [dir.join(name), dir.parent()?.join(name)].into_iter().find(|p| p.is_file())
+        let name = exe_name("portal-holder");
+        [dir.join(&name), dir.parent()?.join(&name)].into_iter().find(|p| p.is_file())
     });
     beside.or_else(|| find_on_path("portal-holder"))
 }
 
+/// The file name of Portal's executable `stem` on this platform
+/// (`portald`, `portald.exe`).
+fn exe_name(stem: &str) -> String {
+    format!("{stem}{}", std::env::consts::EXE_SUFFIX)
+}
+
 /// Looks `name` up on `PATH` like `execvp` would (executable regular files only).
+#[cfg(unix)]
 #[must_use]
 pub fn find_on_path(name: &str) -> Option<PathBuf> {
     use std::os::unix::fs::PermissionsExt;
@@ -188,6 +160,31 @@ pub fn find_on_path(name: &str) -> Option<PathBuf> {
     std::env::split_paths(&path)
         .map(|dir| dir.join(name))
         .find(|p| p.metadata().is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0))
+}
+
+/// Looks `name` up on `PATH` like `cmd.exe` would: a name without an
+/// extension is tried with each of `PATHEXT`'s (`.COM;.EXE;.BAT;.CMD` when
+/// unset); Windows has no execute bit.
+#[cfg(windows)]
+#[must_use]
+pub fn find_on_path(name: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    let candidates = with_extensions(name);
+    std::env::split_paths(&path)
+        .flat_map(|dir| candidates.iter().map(move |n| dir.join(n)).collect::<Vec<_>>())
+        .find(|p| p.is_file())
+}
+
+/// `name` as Windows would try it: as given when it has an extension, else
+/// with each of `PATHEXT`'s.
+#[cfg(windows)]
+#[must_use]
+pub fn with_extensions(name: &str) -> Vec<String> {
+    if Path::new(name).extension().is_some() {
+        return vec![name.to_owned()];
+    }
+    let exts = std::env::var("PATHEXT").unwrap_or_else(|_| ".COM;.EXE;.BAT;.CMD".to_owned());
+    exts.split(';').filter(|e| !e.is_empty()).map(|e| format!("{name}{e}")).collect()
 }
 
 #[cfg(test)]
@@ -200,6 +197,7 @@ mod tests {
         assert!(socket_path().ends_with(SOCKET_FILE) || std::env::var_os(ENV_SOCKET).is_some());
     }
 
+    #[cfg(unix)]
     #[test]
     fn path_lookup_finds_sh() {
         assert!(find_on_path("sh").is_some());

@@ -221,7 +221,7 @@ pub async fn dial(remote: &Remote, autostart: bool) -> Result<SshConn, ClientErr
     drop(stdin);
     let status = tokio::time::timeout(Duration::from_secs(5), child.wait()).await;
     let (code, signal) = match status {
-        Ok(Ok(s)) => (s.code(), std::os::unix::process::ExitStatusExt::signal(&s)),
+        Ok(Ok(s)) => (s.code(), exit_signal(s)),
         _ => {
             let _ = child.kill().await;
             (None, None)
@@ -336,6 +336,17 @@ fn classify(remote: &Remote, code: Option<i32>, stderr: &str, printed: &str) -> 
         None => detail,
     };
     ClientError::RemoteFailed { host, message: detail }
+}
+
+/// The signal that ended ssh; Windows has none.
+fn exit_signal(s: std::process::ExitStatus) -> Option<i32> {
+    #[cfg(unix)]
+    return std::os::unix::process::ExitStatusExt::signal(&s);
+    #[cfg(windows)]
+    {
+        let _ = s;
+        None
+    }
 }
 
 #[cfg(test)]

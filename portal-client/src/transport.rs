@@ -30,12 +30,14 @@ use interprocess::local_socket::traits::tokio::{Listener as _, Stream as _};
 use interprocess::local_socket::{GenericFilePath, ListenerOptions, ToFsName as _};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
+use crate::user::UserId;
+
 /// Who is on the other end of a connection, as the kernel reports it.
 /// `None` where the platform or the kernel does not say: callers fail closed.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Peer {
-    /// The peer's effective user id.
-    pub uid: Option<u32>,
+    /// The peer's effective user id (Unix) or token user (Windows).
+    pub uid: Option<UserId>,
     /// The peer's process id.
     pub pid: Option<u32>,
 }
@@ -49,10 +51,7 @@ pub struct Conn {
 
 impl Conn {
     fn new(stream: local::Stream) -> Self {
-        let peer = stream
-            .peer_creds()
-            .map(|c| Peer { uid: c.euid(), pid: c.pid().and_then(|p| u32::try_from(p).ok()) })
-            .unwrap_or_default();
+        let peer = stream.peer_creds().map(peer_of).unwrap_or_default();
         Self { stream, peer }
     }
 
@@ -61,6 +60,22 @@ impl Conn {
     pub fn peer(&self) -> Peer {
         self.peer
     }
+}
+
+/// `SO_PEERCRED`'s uid and pid.
+#[cfg(unix)]
+fn peer_of(c: interprocess::local_socket::PeerCreds) -> Peer {
+    Peer { uid: c.euid(), pid: c.pid().and_then(|p| u32::try_from(p).ok()) }
+}
+
+/// A named pipe tells the other end's process id (the client's to the
+/// server, the server's to the client); its user is read from that
+/// process's token. A process that has gone, or that this user may not
+/// open, has no user: refused.
+#[cfg(windows)]
+fn peer_of(c: interprocess::local_socket::PeerCreds) -> Peer {
+    let pid = c.pid();
+    Peer { uid: pid.and_then(crate::user::of_process), pid }
 }
 
 impl AsyncRead for Conn {
@@ -131,10 +146,29 @@ pub fn listen(path: &Path) -> io::Result<Listener> {
         use interprocess::os::unix::local_socket::ListenerOptionsExt as _;
         options.mode(SOCKET_MODE)
     };
+    #[cfg(windows)]
+    let options = {
+        use interprocess::os::windows::local_socket::ListenerOptionsExt as _;
+        options.security_descriptor(owner_only()?)
+    };
     let mut listener = options.create_tokio()?;
     // The daemon removes the socket itself, after its programs have ended.
     listener.do_not_reclaim_name_on_drop();
     Ok(Listener(listener))
+}
+
+/// A security descriptor that admits this user alone (`D:P`: protected,
+/// nothing inherited; one ACE granting all access to the user's SID). Every
+/// instance of the pipe gets it, and interprocess creates the pipe with
+/// `PIPE_REJECT_REMOTE_CLIENTS` and the first instance with
+/// `FILE_FLAG_FIRST_PIPE_INSTANCE`, so another user's pipe of the same name
+/// makes this one fail rather than share it.
+#[cfg(windows)]
+fn owner_only() -> io::Result<interprocess::os::windows::security_descriptor::SecurityDescriptor> {
+    let sddl = format!("D:P(A;;GA;;;{})", crate::user::current());
+    let sddl = widestring::U16CString::from_str(&sddl)
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+    interprocess::os::windows::security_descriptor::SecurityDescriptor::deserialize(&sddl)
 }
 
 impl Listener {
@@ -211,7 +245,7 @@ mod tests {
         client.read_exact(&mut buf).await.unwrap();
         let (server_saw, sent) = server.await.unwrap();
         assert_eq!((&buf, &sent), (b"pong", b"ping"));
-        let me = crate::paths::uid();
+        let me = crate::user::current();
         assert_eq!(client.peer().uid, Some(me));
         assert_eq!(server_saw.uid, Some(me));
         assert_eq!(server_saw.pid, Some(std::process::id()));

@@ -131,7 +131,7 @@ pub(crate) fn private_dir(dir: &Path, what: &'static str) -> Result<(), DirError
     }
     let meta = std::fs::metadata(dir)
         .map_err(|source| DirError::Read { dir: dir.to_path_buf(), source })?;
-    let me = portal_client::paths::uid();
+    let me = portal_client::user::current();
     if meta.uid() != me {
         return Err(DirError::NotMine { what, dir: dir.to_path_buf(), owner: meta.uid(), me });
     }

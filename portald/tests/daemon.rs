@@ -226,7 +226,7 @@ async fn another_user_is_refused_and_nothing_listens_on_the_network() {
             assert!(!inet.iter().any(|i| i == inode), "portald has a network socket open");
         }
     }
-    if portal_client::paths::uid() == 0 {
+    if portal_client::user::current() == 0 {
         // Let another user reach the socket file, so the daemon's own check
         // is what refuses them.
         for p in [d.path(), socket.parent().unwrap()] {

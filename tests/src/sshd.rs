@@ -101,7 +101,7 @@ impl Sshd {
         let port = free_port()?;
         let remote_socket = d.join("r").join("portald.sock");
         // sshd refuses to start without its privilege separation directory.
-        if portal_client::paths::uid() == 0 {
+        if portal_client::user::current() == 0 {
             let _ = std::fs::create_dir_all("/run/sshd");
         }
         std::fs::write(

@@ -76,7 +76,7 @@ async fn a_closed_pipe_ends_the_cli_quietly() {
 async fn clients_refuse_a_socket_another_user_set_up() {
     use std::os::unix::fs::PermissionsExt as _;
     let python = std::path::Path::new("/usr/bin/python3");
-    if portal_client::paths::uid() != 0 || !python.exists() {
+    if portal_client::user::current() != 0 || !python.exists() {
         eprintln!("skipped: needs root (to act as a second user) and /usr/bin/python3");
         return;
     }

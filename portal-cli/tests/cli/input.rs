@@ -236,9 +236,9 @@ async fn a_typist_without_user_in_the_environment_is_named_by_the_password_datab
     ok(&out);
     wait_for_text(&mut rpc, cat.id, pb::Stream::Stdout, "typed\n").await;
     let who = ok(&cli(&s, &["read", &cat.id.to_string(), "--stream", "stdin", "--who"]).await);
-    let expected = match portal_client::paths::user_name() {
+    let expected = match portal_client::user::name() {
         Some(name) => format!("[portal-cli write ({name}@"),
-        None => format!("[portal-cli write (uid {}@", portal_client::paths::uid()),
+        None => format!("[portal-cli write (uid {}@", portal_client::user::current()),
     };
     assert!(who.lines().any(|l| l.starts_with(&expected) && l.ends_with("] typed")), "{who}");
     d.stop().await;

@@ -7,7 +7,7 @@ use tonic::{Request, Status};
 
 /// Interceptor applied to every call.
 pub(crate) fn check_peer(req: Request<()>) -> Result<Request<()>, Status> {
-    let me = portal_client::paths::uid();
+    let me = portal_client::user::current();
     let peer = req.extensions().get::<Peer>().and_then(|p| p.uid);
     match peer {
         Some(uid) if uid == me => Ok(req),

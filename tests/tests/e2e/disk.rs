@@ -158,7 +158,7 @@ impl Drop for Mounted {
 #[tokio::test]
 async fn a_real_full_disk_trims_keeps_the_newest_output_and_the_exit() {
     let _disk = ONE_AT_A_TIME.lock().await;
-    if portal_client::paths::uid() != 0 {
+    if portal_client::user::current() != 0 {
         eprintln!("skipped: mounting a small tmpfs needs root");
         return;
     }
@@ -273,7 +273,7 @@ async fn a_database_deleted_under_the_daemon_is_reported() {
 /// this machine cannot (not root, or no mount), which fails under CI: CI
 /// runs as root and must run these tests.
 fn mount_tmpfs(dir: &std::path::Path, size: &str) -> Option<Mounted> {
-    let why = if portal_client::paths::uid() != 0 {
+    let why = if portal_client::user::current() != 0 {
         "mounting a small tmpfs needs root"
     } else if std::process::Command::new("mount")
         .args(["-t", "tmpfs", "-o", &format!("size={size},mode=0700"), "tmpfs"])

@@ -98,7 +98,7 @@ async fn the_log_is_private_at_rest_whatever_the_umask() {
         assert!(path.exists(), "{name} missing");
         assert_eq!(mode(&path), 0o600, "{name}");
     }
-    if portal_client::paths::uid() == 0 {
+    if portal_client::user::current() == 0 {
         // Another user cannot read any of it, even with the path.
         std::fs::set_permissions(d.dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
         for name in ["", "portal.db", "portal.db-wal", "portald.log"] {
